@@ -1,0 +1,141 @@
+"""Native vLLM vs vLLM's Transformers backend on one checkpoint: processing and one greedy step.
+
+Both processors are created through vLLM's multimodal registry from a `ModelConfig` that differs
+only in `model_impl` ("vllm": the native model, the oracle; "transformers": the backend).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+IMPLS = ("vllm", "transformers")
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """One item's placeholder: where it starts, how long it is, which positions hold embeddings."""
+
+    offset: int
+    length: int
+    embed_positions: tuple[int, ...]  # absolute prompt positions that carry an embedding
+
+    def describe(self) -> str:
+        embeds = (
+            "all"
+            if len(self.embed_positions) == self.length
+            else f"{len(self.embed_positions)} of {self.length}"
+        )
+        return f"offset={self.offset} length={self.length} embeds={embeds}"
+
+
+@dataclass(frozen=True)
+class Processed:
+    prompt_ids: tuple[int, ...]
+    placeholders: dict[str, tuple[Placeholder, ...]]
+    hashes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def placeholder_from_range(offset: int, length: int, is_embed) -> Placeholder:
+    """vLLM's `is_embed=None` means every position of the range carries an embedding."""
+    if is_embed is None:
+        positions = tuple(range(offset, offset + length))
+    else:
+        positions = tuple(offset + i for i, flag in enumerate(is_embed.tolist()) if flag)
+    return Placeholder(offset, length, positions)
+
+
+def model_config(path: str, impl: str, limits: dict[str, int], **overrides):
+    from vllm.config import ModelConfig
+
+    return ModelConfig(
+        model=path,
+        model_impl=impl,
+        max_model_len=overrides.pop("max_model_len", 4096),
+        limit_mm_per_prompt=limits,
+        mm_processor_cache_gb=overrides.pop("mm_processor_cache_gb", 0),
+        **overrides,
+    )
+
+
+def create_processor(path: str, impl: str, limits: dict[str, int]):
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    return MULTIMODAL_REGISTRY.create_processor(model_config(path, impl, limits))
+
+
+def as_mm_data(modality: str, items: Sequence) -> dict:
+    if modality == "audio":
+        from conformance.media import SAMPLING_RATE
+
+        return {"audio": [(item, SAMPLING_RATE) for item in items]}
+    return {modality: list(items)}
+
+
+def process(processor, prompt: str | list[int], mm_data: dict) -> Processed:
+    mm_items = processor.info.parse_mm_data(mm_data)
+    out = processor(prompt, mm_items)
+    placeholders = {
+        modality: tuple(placeholder_from_range(r.offset, r.length, r.is_embed) for r in ranges)
+        for modality, ranges in out["mm_placeholders"].items()
+    }
+    hashes = {m: tuple(h) for m, h in (out.get("mm_hashes") or {}).items()}
+    return Processed(tuple(out["prompt_token_ids"]), placeholders, hashes)
+
+
+def first_difference(expected: Processed, actual: Processed) -> str | None:
+    """None when equal; else the first differing token or placeholder, stated precisely."""
+    a, b = expected.prompt_ids, actual.prompt_ids
+    if a != b:
+        index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        return (
+            f"prompt ids differ at position {index}: native {a[index:index + 6]} vs backend "
+            f"{b[index:index + 6]} (lengths {len(a)} vs {len(b)})"
+        )
+    for modality in sorted(set(expected.placeholders) | set(actual.placeholders)):
+        mine = expected.placeholders.get(modality, ())
+        theirs = actual.placeholders.get(modality, ())
+        if len(mine) != len(theirs):
+            return f"{modality}: native has {len(mine)} placeholders, backend {len(theirs)}"
+        for index, (x, y) in enumerate(zip(mine, theirs)):
+            if (x.offset, x.length) != (y.offset, y.length):
+                return f"{modality} item {index}: native {x.describe()} vs backend {y.describe()}"
+            if x.embed_positions != y.embed_positions:
+                only_native = sorted(set(x.embed_positions) - set(y.embed_positions))[:5]
+                only_backend = sorted(set(y.embed_positions) - set(x.embed_positions))[:5]
+                return (
+                    f"{modality} item {index}: embedding positions differ: native "
+                    f"{x.describe()}, backend {y.describe()}; only native {only_native}, "
+                    f"only backend {only_backend}"
+                )
+    return None
+
+
+def greedy_step(path: str, impl: str, prompt: str, mm_data: dict, limits: dict[str, int]):
+    """Load the checkpoint as a vLLM model with `impl` and decode one token greedily."""
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(
+        model=path,
+        model_impl=impl,
+        max_model_len=1024,
+        max_num_seqs=1,
+        max_num_batched_tokens=1024,
+        enforce_eager=True,
+        limit_mm_per_prompt=limits,
+        kv_cache_memory_bytes=32 * 1024 * 1024,
+        mm_processor_cache_gb=0,
+        seed=0,
+    )
+    try:
+        params = SamplingParams(temperature=0.0, max_tokens=1, logprobs=5)
+        (result,) = llm.generate({"prompt": prompt, "multi_modal_data": mm_data}, params)
+        completion = result.outputs[0]
+        top = completion.logprobs[0] if completion.logprobs else {}
+        return completion.token_ids[0], {int(k): float(v.logprob) for k, v in top.items()}
+    finally:
+        del llm

