@@ -1,4 +1,4 @@
-"""Deterministic media items for smoke checks: images of distinct sizes, audios of distinct lengths."""
+"""Deterministic media for smoke checks: images of distinct sizes, audios of distinct lengths."""
 
 from __future__ import annotations
 

@@ -91,7 +91,8 @@ def first_difference(expected: Processed, actual: Processed) -> str | None:
     """None when equal; else the first differing token or placeholder, stated precisely."""
     a, b = expected.prompt_ids, actual.prompt_ids
     if a != b:
-        index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        pairs = enumerate(zip(a, b, strict=False))
+        index = next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
         return (
             f"prompt ids differ at position {index}: native {a[index:index + 6]} vs backend "
             f"{b[index:index + 6]} (lengths {len(a)} vs {len(b)})"
@@ -101,7 +102,7 @@ def first_difference(expected: Processed, actual: Processed) -> str | None:
         theirs = actual.placeholders.get(modality, ())
         if len(mine) != len(theirs):
             return f"{modality}: native has {len(mine)} placeholders, backend {len(theirs)}"
-        for index, (x, y) in enumerate(zip(mine, theirs)):
+        for index, (x, y) in enumerate(zip(mine, theirs, strict=True)):
             if (x.offset, x.length) != (y.offset, y.length):
                 return f"{modality} item {index}: native {x.describe()} vs backend {y.describe()}"
             if x.embed_positions != y.embed_positions:

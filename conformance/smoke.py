@@ -98,6 +98,11 @@ def run_cells(fixtures: list[str], checks: list[str]) -> Iterator[Verdict]:
 
     version = transformers.__version__
     for name in fixtures:
-        recipe = get_recipe(name)
+        try:
+            recipe = get_recipe(name)
+        except KeyError as error:
+            for check in checks:
+                yield Verdict(name, version, check, "error", str(error).strip('"'))
+            continue
         for check in checks:
             yield run_cell(recipe, check, version, lambda n: str(build_fixture(n)))

@@ -5,6 +5,7 @@ Standard library only: this is what a fresh clone runs with nothing but Python 3
 
     python3 scripts/bootstrap.py run [conformance run options]   # the main job
     python3 scripts/bootstrap.py test [pytest options]           # the test suite
+    python3 scripts/bootstrap.py test --transformers 5.12.1 [...]  # ... on another version
     python3 scripts/bootstrap.py env                             # only build / check the env
     python3 scripts/bootstrap.py lock                            # re-resolve env/*.lock
 
@@ -163,6 +164,9 @@ def main(argv: list[str]) -> int:
             args = [str(bin_dir / "conformance"), "run", *rest]
         elif command == "test":
             args = [str(python), "-m", "pytest", *rest]
+            if rest[:1] == ["--transformers"] and len(rest) > 1:
+                args = [str(bin_dir / "conformance"), "exec", "--transformers", rest[1], "--",
+                        str(python), "-m", "pytest", *rest[2:]]
         else:
             raise StepFailed(f"unknown command {command!r} (use run, test, env or lock)")
         say("$ " + " ".join(args))

@@ -1,0 +1,72 @@
+"""Every recipe builds offline, deterministically, in hub layout, and loads in transformers."""
+
+import json
+
+import pytest
+import transformers
+
+from fixtures.build import build_fixture, fixture_path, tree_digest, write_checkpoint
+from fixtures.registry import RECIPE_MODULES, available_recipes, get_recipe
+
+RECIPES = [name for name in available_recipes() if get_recipe(name).supports(
+    transformers.__version__)]
+
+
+def test_the_foundation_recipes_exist():
+    assert set(RECIPE_MODULES[:5]) <= set(available_recipes())
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_same_recipe_and_version_give_the_same_bytes(name, tmp_path):
+    recipe = get_recipe(name)
+    write_checkpoint(recipe, recipe.make("tiny"), tmp_path / "a")
+    write_checkpoint(recipe, recipe.make("tiny"), tmp_path / "b")
+    assert tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b")
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_checkpoint_is_complete_and_cached_by_version(name):
+    path = build_fixture(name)
+    files = {p.name for p in path.iterdir()}
+    assert {"config.json", "model.safetensors", "processor_config.json"} <= files
+    assert "tokenizer.json" in files or "tekken.json" in files
+    assert f"tf{transformers.__version__}" in path.name
+    assert fixture_path(name) == path
+    config = json.loads((path / "config.json").read_text())
+    assert config["architectures"] == [get_recipe(name).architecture]
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_weights_load_in_transformers_with_no_missing_or_unexpected_keys(name):
+    path = build_fixture(name)
+    recipe = get_recipe(name)
+    model_cls = getattr(transformers, recipe.make("tiny").model_class)
+    _, info = model_cls.from_pretrained(path, output_loading_info=True)
+    assert not info["missing_keys"], sorted(info["missing_keys"])[:5]
+    assert not info["unexpected_keys"], sorted(info["unexpected_keys"])[:5]
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_processor_loads_and_knows_its_placeholder(name):
+    path = build_fixture(name)
+    processor = transformers.AutoProcessor.from_pretrained(path)
+    recipe = get_recipe(name)
+    vocab = processor.tokenizer.get_vocab()
+    for modality in recipe.modalities:
+        for token in (getattr(processor, f"{modality}_token", None),):
+            assert token is None or token in vocab
+
+
+def test_hub_layout_renames_are_applied():
+    from safetensors import safe_open
+
+    path = build_fixture("llava")
+    with safe_open(str(path / "model.safetensors"), "pt") as weights:
+        keys = list(weights.keys())
+    assert any(k.startswith("vision_tower.vision_model.embeddings.") for k in keys)
+    assert not any(k.startswith("vision_tower.embeddings.") for k in keys)
+
+
+def test_unknown_fixture_is_a_clear_error():
+    with pytest.raises(KeyError, match="unknown fixture 'nope'"):
+        get_recipe("nope")

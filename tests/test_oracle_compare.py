@@ -1,0 +1,52 @@
+"""The native-vs-backend comparison catches every kind of difference it claims to (planted)."""
+
+import torch
+
+from conformance.oracle import Placeholder, Processed, first_difference, placeholder_from_range
+
+BASE = Processed(
+    prompt_ids=(1, 5, 4, 4, 4, 4, 7, 4, 4, 4, 4, 2),
+    placeholders={"image": (Placeholder(2, 4, (2, 3, 4, 5)), Placeholder(7, 4, (7, 8, 9, 10)))},
+)
+
+
+def with_image(*placeholders):
+    return Processed(BASE.prompt_ids, {"image": tuple(placeholders)})
+
+
+def test_equal_outputs_have_no_difference():
+    assert first_difference(BASE, BASE) is None
+
+
+def test_is_embed_none_means_every_position():
+    full = placeholder_from_range(2, 4, None)
+    masked = placeholder_from_range(2, 4, torch.tensor([True, True, True, True]))
+    assert full == masked == Placeholder(2, 4, (2, 3, 4, 5))
+    partial = placeholder_from_range(2, 4, torch.tensor([False, True, True, False]))
+    assert partial.embed_positions == (3, 4)
+
+
+def test_a_changed_token_is_reported_with_its_position():
+    changed = Processed(BASE.prompt_ids[:6] + (9,) + BASE.prompt_ids[7:], BASE.placeholders)
+    assert "prompt ids differ at position 6" in first_difference(BASE, changed)
+
+
+def test_a_shorter_prompt_is_reported():
+    shorter = Processed(BASE.prompt_ids[:-1], BASE.placeholders)
+    assert "lengths 12 vs 11" in first_difference(BASE, shorter)
+
+
+def test_an_offset_shifted_by_one_names_the_item():
+    shifted = with_image(BASE.placeholders["image"][0], Placeholder(8, 4, (8, 9, 10, 11)))
+    assert first_difference(BASE, shifted).startswith("image item 1: native offset=7")
+
+
+def test_a_missing_item_is_reported():
+    assert "native has 2 placeholders, backend 1" in first_difference(
+        BASE, with_image(BASE.placeholders["image"][0]))
+
+
+def test_embedding_positions_are_compared_not_just_ranges():
+    masked = with_image(Placeholder(2, 4, (3, 4)), BASE.placeholders["image"][1])
+    difference = first_difference(BASE, masked)
+    assert "embedding positions differ" in difference and "only native [2, 5]" in difference

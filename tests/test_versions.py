@@ -1,0 +1,43 @@
+import subprocess
+import sys
+
+import pytest
+
+from conformance import versions
+
+
+def test_parse_version_orders_releases_and_dev_builds():
+    assert versions.parse_version("5.20.2") > versions.parse_version("5.17.0")
+    assert versions.parse_version("5.15.0.dev0") == versions.parse_version("5.15.0")
+
+
+@pytest.mark.parametrize(
+    ("version", "strategy", "inside"),
+    [("5.12.1", "legacy", True), ("5.14.1", "legacy", True), ("5.15.1", "offsets", True),
+     ("5.17.0", "offsets", True), ("5.20.2", "offsets", False), ("5.24.0", "offsets", False)],
+)
+def test_default_versions_cover_both_strategies_and_the_window(version, strategy, inside):
+    assert version in versions.DEFAULT_VERSIONS
+    assert versions.placeholder_strategy(version) == strategy
+    assert versions.in_vllm_window(version) is inside
+
+
+def test_every_default_version_is_pinned_in_the_overlay_lock():
+    table = versions._read_locked_overlays()
+    for version in versions.DEFAULT_VERSIONS:
+        if version != versions.ENV_VERSION:
+            assert f"transformers=={version}" in table[version]
+
+
+@pytest.mark.parametrize("version", ["5.12.1", "5.24.0"])
+def test_overlay_switches_the_imported_transformers(version):
+    overlay = versions.ensure_overlay(version)
+    probe = "import transformers, tokenizers; print(transformers.__version__)"
+    out = subprocess.run([sys.executable, "-c", probe], env=overlay.environ(),
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == version
+
+
+def test_environment_version_needs_no_overlay():
+    overlay = versions.ensure_overlay(versions.ENV_VERSION)
+    assert overlay.path is None and "PYTHONPATH" not in overlay.environ({})
