@@ -16,6 +16,7 @@ class Known:
     fixture: str
     check: str
     reason: str  # the exact difference and its cause
+    evidence: str  # must appear in the observed difference, so a new failure is not hidden
     min_version: str | None = None  # inclusive
     max_version: str | None = None  # exclusive
 
@@ -28,11 +29,38 @@ class Known:
         return not (self.max_version and v >= parse_version(self.max_version))
 
 
-KNOWN: tuple[Known, ...] = ()
+_GEMMA3_NEWLINES = (
+    "Offsets path: the backend tokenizes each item's replacement text "
+    "('\\n\\n<start_of_image>' + soft tokens + '<end_of_image>\\n\\n') on its own and splices it "
+    "in, so a newline written before the placeholder stays a separate '\\n' token next to the "
+    "replacement's '\\n\\n'; the HF processor and native vLLM tokenize the expanded text, where "
+    "the run merges into one '\\n\\n\\n' token (native vLLM re-merges newline runs on purpose). "
+    "The backend's prompt is longer and every later position shifts."
+)
+
+KNOWN: tuple[Known, ...] = (
+    Known("gemma3", "processing", _GEMMA3_NEWLINES, evidence="prompt ids differ",
+          min_version="5.15.0"),
+    Known("gemma3", "model", "Follows from the processing difference (" + _GEMMA3_NEWLINES
+          + "): the model sees different prompt ids.", evidence="greedy token differs",
+          min_version="5.15.0"),
+    Known("gemma3", "processing",
+          "Legacy path: Gemma3's token_type_ids mark only the <image_soft_token> positions, so "
+          "each backend placeholder covers just the soft tokens, while native vLLM's covers the "
+          "whole expansion '\\n\\n<start_of_image>' + soft tokens + '<end_of_image>\\n\\n' with "
+          "is_embed on the soft tokens. The embedding positions agree; offsets and lengths do not.",
+          evidence="native offset=", max_version="5.15.0"),
+    Known("qwen2_audio", "model",
+          "The backend encodes audio with `model.get_audio_features`, which transformers' "
+          "Qwen2AudioModel does not define (checked 5.12.1 to 5.24.0; its audio tower and "
+          "projector are called inline in forward), so the backend cannot embed any audio of "
+          "Qwen2-Audio. Native vLLM serves it.",
+          evidence="has no attribute 'get_audio_features'"),
+)
 
 
-def known_reason(fixture: str, check: str, version: str) -> str | None:
+def known_reason(fixture: str, check: str, version: str) -> Known | None:
     for entry in KNOWN:
         if entry.applies(fixture, check, version):
-            return entry.reason
+            return entry
     return None

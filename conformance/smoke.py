@@ -70,23 +70,31 @@ def run_cell(recipe: Recipe, check: str, version: str, build: Callable[[str], st
         return Verdict(recipe.name, version, check, "n/a",
                        f"{recipe.architecture} not in transformers {version}"
                        + (f": {recipe.version_reason}" if recipe.version_reason else ""))
-    reason = known_reason(recipe.name, check, version)
     try:
         path = build(recipe.name)
         difference, data = CHECKS[check](recipe, path)
     except Exception as error:  # a cell's error is its verdict, never the run's end
         tail = "".join(traceback.format_exception_only(type(error), error)).strip()
-        status = "xfail" if reason else "error"
-        detail = f"{reason} [error: {tail}]" if reason else tail
+        known = known_reason(recipe.name, check, version)
+        status = "xfail" if known and known.evidence in tail else "error"
+        detail = f"{known.reason} [observed: {tail}]" if status == "xfail" else tail
         return Verdict(recipe.name, version, check, status, detail, time.monotonic() - started)
-    seconds = time.monotonic() - started
+    return judge(recipe.name, check, version, difference, data, time.monotonic() - started)
+
+
+def judge(fixture: str, check: str, version: str, difference: str | None, data: dict,
+          seconds: float) -> Verdict:
+    """pass / fail, or xfail / xpass where the cell is a known disagreement."""
+    known = known_reason(fixture, check, version)
     if difference is None:
-        status = "xpass" if reason else "pass"
-        detail = f"listed as known ({reason}) but passed" if reason else ""
-        return Verdict(recipe.name, version, check, status, detail, seconds, data)
-    status = "xfail" if reason else "fail"
-    return Verdict(recipe.name, version, check, status,
-                   f"{reason} [observed: {difference}]" if reason else difference, seconds, data)
+        if known:
+            return Verdict(fixture, version, check, "xpass",
+                           f"listed as known but passed: {known.reason}", seconds, data)
+        return Verdict(fixture, version, check, "pass", "", seconds, data)
+    if known and known.evidence in difference:
+        return Verdict(fixture, version, check, "xfail",
+                       f"{known.reason} [observed: {difference}]", seconds, data)
+    return Verdict(fixture, version, check, "fail", difference, seconds, data)
 
 
 def run_cells(fixtures: list[str], checks: list[str]) -> Iterator[Verdict]:
