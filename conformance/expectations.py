@@ -19,9 +19,12 @@ class Known:
     evidence: str  # must appear in the observed difference, so a new failure is not hidden
     min_version: str | None = None  # inclusive
     max_version: str | None = None  # exclusive
+    subjects: tuple[str, ...] = ()  # suite subjects it concerns; empty: any
 
-    def applies(self, fixture: str, check: str, version: str) -> bool:
+    def applies(self, fixture: str, check: str, version: str, subject: str | None = None) -> bool:
         if (fixture, check) != (self.fixture, self.check):
+            return False
+        if subject and self.subjects and subject not in self.subjects:
             return False
         v = parse_version(version)
         if self.min_version and v < parse_version(self.min_version):
@@ -38,29 +41,64 @@ _GEMMA3_NEWLINES = (
     "The backend's prompt is longer and every later position shifts."
 )
 
+_QWEN2_AUDIO_NO_OFFSETS = (
+    "transformers 5.15.x's Qwen2AudioProcessor expands <|AUDIO|> without reaching "
+    "get_text_with_replacements, so it returns no text_replacement_offsets and the backend's "
+    "Offsets path (transformers >= 5.15.0) raises instead of locating the audio placeholders. "
+    "Measured failing on 5.15.1; 5.17.0 returns offsets."
+)
+
+_GEMMA3_LEGACY_RANGES = (
+    "Legacy path: Gemma3's token_type_ids mark only the <image_soft_token> positions, so each "
+    "backend placeholder covers just the soft tokens, while native vLLM's covers the whole "
+    "expansion '\\n\\n<start_of_image>' + soft tokens + '<end_of_image>\\n\\n' with is_embed on "
+    "the soft tokens. The embedding positions agree; offsets and lengths do not."
+)
+_SUBJECTS = ("vllm-backend", "impl")
+
 KNOWN: tuple[Known, ...] = (
+    Known("gemma3", "prompt-ids", _GEMMA3_NEWLINES, evidence="prompt ids differ",
+          min_version="5.15.0", subjects=_SUBJECTS),
+    Known("gemma3", "placeholders", _GEMMA3_NEWLINES, evidence="prompt ids differ",
+          min_version="5.15.0", subjects=_SUBJECTS),
+    Known("gemma3", "placeholders", _GEMMA3_LEGACY_RANGES, evidence="got offset=",
+          max_version="5.15.0", subjects=_SUBJECTS),
     Known("gemma3", "processing", _GEMMA3_NEWLINES, evidence="prompt ids differ",
           min_version="5.15.0"),
     Known("gemma3", "model", "Follows from the processing difference (" + _GEMMA3_NEWLINES
           + "): the model sees different prompt ids.", evidence="greedy token differs",
           min_version="5.15.0"),
-    Known("gemma3", "processing",
-          "Legacy path: Gemma3's token_type_ids mark only the <image_soft_token> positions, so "
-          "each backend placeholder covers just the soft tokens, while native vLLM's covers the "
-          "whole expansion '\\n\\n<start_of_image>' + soft tokens + '<end_of_image>\\n\\n' with "
-          "is_embed on the soft tokens. The embedding positions agree; offsets and lengths do not.",
-          evidence="native offset=", max_version="5.15.0"),
+    Known("gemma3", "processing", _GEMMA3_LEGACY_RANGES, evidence="native offset=",
+          max_version="5.15.0"),
+    Known("qwen2_audio", "processing", _QWEN2_AUDIO_NO_OFFSETS,
+          evidence="returned no text replacement offsets", min_version="5.15.0",
+          max_version="5.17.0"),
+    Known("qwen2_audio", "model", _QWEN2_AUDIO_NO_OFFSETS,
+          evidence="returned no text replacement offsets", min_version="5.15.0",
+          max_version="5.17.0"),
+    Known("qwen2_audio", "model",
+          "The backend refuses audio models below transformers 5.13.0 ('requires "
+          "transformers>=5.13.0 for audio models support'); native vLLM serves it.",
+          evidence="requires transformers>=5.13.0 for audio", max_version="5.13.0"),
+    Known("qwen2_5_vl", "model",
+          "With transformers 5.12.1 the backend cannot load the hub-layout Qwen2.5-VL "
+          "checkpoint: `model.embed_tokens.weight` is not mapped onto the HF model's "
+          "`model.language_model.embed_tokens` ('There is no module or parameter named "
+          "'embed_tokens' in TransformersMultiModalForCausalLM'). Measured on 5.12.1; 5.14.1 "
+          "loads it. Native vLLM loads it on both.",
+          evidence="no module or parameter named 'embed_tokens'", max_version="5.14.1"),
     Known("qwen2_audio", "model",
           "The backend encodes audio with `model.get_audio_features`, which transformers' "
           "Qwen2AudioModel does not define (checked 5.12.1 to 5.24.0; its audio tower and "
           "projector are called inline in forward), so the backend cannot embed any audio of "
           "Qwen2-Audio. Native vLLM serves it.",
-          evidence="has no attribute 'get_audio_features'"),
+          evidence="has no attribute 'get_audio_features'", min_version="5.13.0"),
 )
 
 
-def known_reason(fixture: str, check: str, version: str) -> Known | None:
+def known_reason(fixture: str, check: str, version: str,
+                 subject: str | None = None) -> Known | None:
     for entry in KNOWN:
-        if entry.applies(fixture, check, version):
+        if entry.applies(fixture, check, version, subject):
             return entry
     return None

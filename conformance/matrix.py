@@ -78,8 +78,8 @@ def run_version(
             if line is None:
                 break
             log.write(line)
-            if line.startswith(MARK):
-                verdict = Verdict.from_json(line[len(MARK):])
+            if MARK in line:
+                verdict = Verdict.from_json(line[line.index(MARK) + len(MARK):])
                 pending.discard(verdict.key)
                 on_verdict(verdict)
             else:

@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     from conformance.smoke import run_cells
 
     for verdict in run_cells(args.fixtures.split(","), args.checks.split(",")):
-        sys.stdout.write(MARK + verdict.to_json() + "\n")
+        # Progress bars leave lines open: start ours on a fresh one.
+        sys.stdout.write("\n" + MARK + verdict.to_json() + "\n")
         sys.stdout.flush()
     return 0
 

@@ -38,3 +38,13 @@ def test_an_unknown_fixture_is_an_error_cell_not_a_crash():
 
     (verdict,) = run_cells(["nope"], ["processing"])
     assert verdict.status == "error" and "unknown fixture 'nope'" in verdict.detail
+
+
+def test_a_verdict_after_an_unterminated_progress_line_is_still_read(tmp_path, monkeypatch):
+    finished = Verdict("llava", "5.17.0", "processing", "pass").to_json()
+    script = f"import sys; sys.stdout.write('progress 50%\\r' + {MARK + finished!r} + '\\n')"
+    monkeypatch.setattr(matrix, "worker_command", lambda plan: [sys.executable, "-c", script])
+    got: list[Verdict] = []
+    plan = Plan(fixtures=("llava",), versions=("5.17.0",), checks=("processing",))
+    run_version(plan, "5.17.0", tmp_path, got.append)
+    assert [v.status for v in got] == ["pass"]

@@ -187,3 +187,53 @@ def pad_audios(audios: Sequence[np.ndarray]) -> torch.Tensor:
 
 def audio(seconds_in_hundreds: int, value: float = 0.5) -> np.ndarray:
     return np.full(seconds_in_hundreds * 100, value, dtype=np.float32)
+
+
+class GridProcessor(FakeProcessor):
+    """Qwen2-VL style: patch rows of all images concatenated, described by `image_grid_thw`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = super().__call__(*args, **kwargs)
+        if "pixel_values" in out:
+            images = kwargs.get("images") or []
+            rows = [self.image_tokens(i.height, i.width) for i in images]
+            out["pixel_values"] = torch.cat(
+                [torch.full((n, 4), float(index)) for index, n in enumerate(rows)]
+            )
+            out["image_grid_thw"] = torch.tensor([[1, 1, n] for n in rows])
+            del out["image_sizes"]
+        return out
+
+
+class BatchDimProcessor(FakeProcessor):
+    """Idefics3 style: image fields carry a leading batch dimension of one."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = super().__call__(*args, **kwargs)
+        if "pixel_values" in out:
+            out["pixel_values"] = out["pixel_values"][None]
+            out["pixel_attention_mask"] = torch.ones(out["pixel_values"].shape[:2])
+            del out["image_sizes"]
+        return out
+
+
+class CroppingProcessor(FakeProcessor):
+    """Gemma3 pan-and-scan style: more image rows than the per-image counts account for."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = super().__call__(*args, **kwargs)
+        if "pixel_values" in out:
+            out["pixel_values"] = torch.cat([out["pixel_values"]] * 2)
+            del out["image_sizes"]
+        return out
+
+
+class MaskedAudioProcessor(FakeProcessor):
+    """Audio features with an undeclared companion mask and an output nobody claims."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = super().__call__(*args, **kwargs)
+        if "input_features" in out:
+            out["input_features_mask"] = (out["input_features"][:, 0] != 0).long()
+            out["stray"] = torch.zeros(len(out["input_features"]))
+        return out

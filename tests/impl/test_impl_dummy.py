@@ -58,3 +58,11 @@ def test_dummy_media_with_overrides() -> None:
     assert image.size == (8, 6) and image.mode == "RGB"
     assert np.asarray(image).min() == 255
     assert dummy.capped(10, 4) == 4 and dummy.capped(10, None) == 10
+
+
+def test_dummy_prompt_ids() -> None:
+    from impl_fakes import FakeProcessor
+
+    processor = FakeProcessor(audio=True)
+    ids = dummy.dummy_prompt_ids(processor, {"image": 1, "audio": 1})
+    assert processor.tokenizer.decode(ids) == "<s><audio><image>"

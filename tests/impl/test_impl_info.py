@@ -10,6 +10,7 @@ def test_modalities_from_sub_processors() -> None:
     assert info.supported_modalities(both) == ["audio", "image"]
     assert info.supported_modalities(SimpleNamespace(image_processor=None)) == ["image"]
     assert info.supported_modalities(SimpleNamespace(audio_processor=object())) == ["audio"]
+    assert info.supported_mm_limits(both) == {"audio": None, "image": None}
 
 
 def test_audio_processor_preferred_over_feature_extractor() -> None:

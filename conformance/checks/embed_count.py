@@ -1,0 +1,38 @@
+"""embed-count: per item, the embedding positions are exactly the rows the encoder produces.
+
+The HF model scatters an item's encoder rows into the positions holding its modality token
+(`config.image_token_id` / `audio_token_index`). So, per item, the subject must mark as many
+positions as the HF processor's expansion holds of that token, and exactly the positions of its
+own prompt that hold it.
+"""
+
+from __future__ import annotations
+
+from conformance.cases import Case
+from conformance.checks.base import PASS, Context, Outcome
+
+ID = "embed-count"
+STATEMENT = "Per item, the embedding positions are the positions the encoder's rows fill."
+
+
+def run(ctx: Context, case: Case) -> Outcome:
+    hf = ctx.oracles["hf"]
+    expected = ctx.oracle_output("hf", case).placeholders.get(case.modality, ())
+    processed = ctx.subject.process(case)
+    actual = processed.placeholders.get(case.modality, ())
+    if len(expected) != len(actual):
+        return Outcome(False, f"{len(actual)} {case.modality} items located, the processor "
+                              f"expanded {len(expected)}")
+    for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        if len(want.embed_positions) != len(got.embed_positions):
+            return Outcome(False, f"{case.modality} item {index}: {len(got.embed_positions)} "
+                                  f"embedding positions but the encoder produces "
+                                  f"{len(want.embed_positions)} rows")
+        token_positions = tuple(p for p in range(got.offset, got.offset + got.length)
+                                if processed.prompt_ids[p] == hf.embed_token_id)
+        if got.embed_positions != token_positions:
+            return Outcome(False, f"{case.modality} item {index}: embedding positions "
+                                  f"{list(got.embed_positions[:6])} are not where the "
+                                  f"{case.modality} token {hf.embed_token_id} sits "
+                                  f"{list(token_positions[:6])}")
+    return PASS

@@ -1,0 +1,104 @@
+"""Faults planted into `impl`, to prove that each check can fail (and says why).
+
+Each fault patches one step of `impl` for the duration of a `with planted(name):` block. The
+reproducer scripts name the fault, so a planted failure reproduces on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import Any
+from unittest import mock
+
+
+def _no_unpad() -> list[Any]:
+    """Padded batches stay padded: an item's data depends on its neighbours."""
+    return [
+        mock.patch("impl.pipeline.apply_unpad_images", lambda hf_inputs: None),
+        mock.patch("impl.pipeline.reprocess_audios", lambda *args, **kwargs: None),
+    ]
+
+
+def _shift(placeholder: Any) -> Any:
+    return dataclasses.replace(
+        placeholder, offset=placeholder.offset + 1,
+        embed_positions=tuple(p + 1 for p in placeholder.embed_positions))
+
+
+def _offset_shift() -> list[Any]:
+    """The last item's placeholder starts one token late."""
+    import impl.pipeline as pipeline
+
+    original = pipeline.process
+
+    def process(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        placeholders = {m: ps[:-1] + (_shift(ps[-1]),) if ps else ps
+                        for m, ps in out.placeholders.items()}
+        return dataclasses.replace(out, placeholders=placeholders)
+
+    return [mock.patch("impl.pipeline.process", process)]
+
+
+def _wrong_embed_token() -> list[Any]:
+    """The embedding token is the replacement's least frequent token, not its most frequent."""
+    import torch
+
+    def least_frequent(ids: Any) -> int:
+        values = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        return min(sorted(set(values), reverse=True), key=values.count)
+
+    def legacy_ids(processor: Any, config: Any, tokenizer: Any, modality: str) -> list[int]:
+        # every token the processor marks as the modality, structure tokens included
+        return list(range(len(tokenizer)))
+
+    return [mock.patch("impl.offsets.embed_token_id", least_frequent),
+            mock.patch("impl.pipeline.mm_token_ids", legacy_ids)]
+
+
+def _wrong_slice_dim() -> list[Any]:
+    """Fields are always cut along dimension 0, even behind a leading batch dimension."""
+    return [mock.patch("impl.fields.slice_dim", lambda data, total_rows: 0)]
+
+
+def _hash_neighbours() -> list[Any]:
+    """An item's cache key mixes in every item of its request."""
+    import impl.pipeline as pipeline
+
+    original = pipeline.process
+
+    def process(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        hashes = {}
+        for modality, own in out.item_hashes.items():
+            together = "".join(own)
+            hashes[modality] = tuple(hashlib.sha256((h + together).encode()).hexdigest()
+                                     for h in own)
+        return dataclasses.replace(out, item_hashes=hashes)
+
+    return [mock.patch("impl.pipeline.process", process)]
+
+
+FAULTS: dict[str, Callable[[], list[Any]]] = {
+    "no-unpad": _no_unpad,
+    "offset-shift": _offset_shift,
+    "wrong-embed-token": _wrong_embed_token,
+    "wrong-slice-dim": _wrong_slice_dim,
+    "hash-neighbours": _hash_neighbours,
+}
+
+
+@contextlib.contextmanager
+def planted(name: str | None) -> Iterator[None]:
+    if name is None:
+        yield
+        return
+    if name not in FAULTS:
+        raise KeyError(f"unknown fault {name!r} (known: {', '.join(FAULTS)})")
+    with contextlib.ExitStack() as stack:
+        for patch in FAULTS[name]():
+            stack.enter_context(patch)
+        yield

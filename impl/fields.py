@@ -1,0 +1,225 @@
+"""Attributing HF processor outputs to modalities and cutting them into per-item pieces."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+import torch
+
+from impl.info import audio_processor
+
+logger = logging.getLogger(__name__)
+
+# The per-item count each modality's flat fields are sliced by; written by the backend itself
+MODALITY_SIZE_KEYS = {"audio": "num_audio_tokens", "image": "num_image_patches"}
+# One row per image whatever they describe, and only ever read on the CPU
+GRID_KEYS = ("image_grid_thw", "video_grid_thw")
+# Every HF processor returns it; nothing downstream wants it
+DROPPED_KEYS = ("attention_mask",)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """How one output field is divided among a modality's items.
+
+    `sizes` None: one entry per item along the first dimension ("batched"). Otherwise item i
+    owns `sizes[i]` consecutive rows along `dim` ("flat").
+    """
+
+    modality: str
+    sizes: tuple[int, ...] | None = None
+    dim: int = 0
+    keep_on_cpu: bool = False
+
+    @property
+    def layout(self) -> str:
+        return "batched" if self.sizes is None else "flat"
+
+
+def batched(modality: str, *, keep_on_cpu: bool = False) -> FieldSpec:
+    return FieldSpec(modality, None, 0, keep_on_cpu)
+
+
+def flat_from_sizes(
+    modality: str, sizes: Any, dim: int = 0, *, keep_on_cpu: bool = False
+) -> FieldSpec:
+    sizes = torch.as_tensor(sizes)
+    if sizes.ndim != 1:
+        raise ValueError(f"per-item sizes must be one-dimensional, got shape {tuple(sizes.shape)}")
+    return FieldSpec(modality, tuple(int(s) for s in sizes.tolist()), dim, keep_on_cpu)
+
+
+def sub_processor(processor: Any, modality: str) -> Any:
+    if modality == "audio":
+        return audio_processor(processor)
+    return getattr(processor, f"{modality}_processor", None)
+
+
+def modality_field_names(processor: Any, modality: str) -> set[str]:
+    """Fields the modality's sub-processor can produce, plus precomputed embeddings."""
+    names = {f"{modality}_embeds"}
+    for name in getattr(sub_processor(processor, modality), "model_input_names", None) or ():
+        # masks come along with their field without always being declared
+        names.update((name, f"{name}_mask"))
+    return names
+
+
+def partition_keys_by_modality(
+    processor: Any, keys: Sequence[str], modalities: Sequence[str]
+) -> dict[str, list[str]]:
+    if len(modalities) == 1:
+        return {modalities[0]: list(keys)}
+    claimed = {modality: modality_field_names(processor, modality) for modality in modalities}
+    owned: dict[str, list[str]] = {modality: [] for modality in modalities}
+    unclaimed: list[str] = []
+    for key in keys:
+        owner = next((m for m in modalities if key in claimed[m]), None)
+        if owner is None:
+            unclaimed.append(key)
+        else:
+            owned[owner].append(key)
+    if unclaimed:
+        logger.warning(
+            "Outputs %s belong to none of the modalities %s and are dropped; declare them in "
+            "the sub-processor's model_input_names to keep them.",
+            tuple(unclaimed),
+            tuple(modalities),
+        )
+    return owned
+
+
+def slice_dim(data: Any, total_rows: int) -> int:
+    """Dimension holding the item rows: 1 when a leading batch dimension (Idefics3) comes first."""
+    if not isinstance(data, torch.Tensor) or data.ndim < 2:
+        return 0
+    if data.shape[0] != total_rows and data.shape[1] == total_rows:
+        return 1
+    return 0
+
+
+def own_keys(modalities: Iterable[str]) -> set[str]:
+    keys = set(MODALITY_SIZE_KEYS.values()) | set(DROPPED_KEYS)
+    for modality in modalities:
+        keys |= {f"{modality}_replacement_ids", f"{modality}_replacement_sizes"}
+    return keys
+
+
+def field_specs(processor: Any, hf_inputs: Mapping[str, Any]) -> dict[str, FieldSpec]:
+    """A spec for every output that reaches the model, keyed by output name."""
+    sizes = {m: hf_inputs.get(key) for m, key in MODALITY_SIZE_KEYS.items()}
+    modalities = [m for m, size in sizes.items() if size is not None]
+    skipped = own_keys(modalities)
+    keys = [key for key in hf_inputs if key not in skipped]
+    owned = partition_keys_by_modality(processor, keys, modalities)
+
+    specs: dict[str, FieldSpec] = {}
+    for modality in modalities:
+        for key in owned[modality]:
+            data = hf_inputs[key]
+            # audio and un-padded (list) fields already hold one entry per item
+            if modality == "audio" or isinstance(data, list):
+                specs[key] = batched(modality)
+            else:
+                modality_sizes = torch.as_tensor(sizes[modality])
+                dim = slice_dim(data, int(modality_sizes.sum()))
+                specs[key] = flat_from_sizes(modality, modality_sizes, dim)
+    for modality in modalities:
+        specs[MODALITY_SIZE_KEYS[modality]] = batched(modality, keep_on_cpu=True)
+        replacement_sizes = hf_inputs.get(f"{modality}_replacement_sizes")
+        if replacement_sizes is not None:
+            specs[f"{modality}_replacement_ids"] = flat_from_sizes(
+                modality, replacement_sizes, keep_on_cpu=True
+            )
+    if "image" in modalities:
+        # video grids are filed under image until video is served
+        for key in GRID_KEYS:
+            specs[key] = batched("image", keep_on_cpu=True)
+    return specs
+
+
+def keep_on_cpu_keys(specs: Mapping[str, FieldSpec]) -> set[str]:
+    return {key for key, spec in specs.items() if spec.keep_on_cpu}
+
+
+def slice_field(data: Any, spec: FieldSpec) -> list[Any]:
+    if spec.sizes is None:
+        return list(data)
+    bounds = [0, *accumulate(spec.sizes)]
+    lead = (slice(None),) * spec.dim
+    return [
+        data[lead + (slice(start, end),)]
+        for start, end in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+
+
+def split_items(
+    hf_inputs: Mapping[str, Any], specs: Mapping[str, FieldSpec]
+) -> dict[str, list[dict[str, Any]]]:
+    """Per modality, one dict of field values per item. Absent or empty fields are skipped."""
+    pieces: dict[str, dict[str, list[Any]]] = {}
+    for key, spec in specs.items():
+        data = hf_inputs.get(key)
+        if data is None:
+            continue
+        elems = slice_field(data, spec)
+        if elems:
+            pieces.setdefault(spec.modality, {})[key] = elems
+    items: dict[str, list[dict[str, Any]]] = {}
+    for modality, by_key in pieces.items():
+        counts = {key: len(elems) for key, elems in by_key.items()}
+        if len(set(counts.values())) > 1:
+            raise ValueError(
+                f"{modality} fields disagree on the number of items: {counts}"
+            )
+        count = next(iter(counts.values()))
+        items[modality] = [{key: elems[i] for key, elems in by_key.items()} for i in range(count)]
+    return items
+
+
+def num_patches_per_image(
+    processor: Any, images: Any, processor_kwargs: Mapping[str, Any] | None = None
+) -> list[int] | None:
+    """Rows of image data per image according to the processor, if it can say."""
+    if not isinstance(images, Iterable) or not images:
+        return None
+    try:
+        sizes = [(image.height, image.width) for image in images]
+        counts = processor._get_num_multimodal_tokens(
+            image_sizes=sizes, **dict(processor_kwargs or {})
+        )
+        return list(counts["num_image_patches"])
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
+def image_rows_per_item(
+    processor: Any,
+    hf_inputs: Mapping[str, Any],
+    images: Any,
+    num_images: int,
+    processor_kwargs: Mapping[str, Any] | None = None,
+) -> torch.Tensor:
+    """Rows of the image fields owned by each image, checked against the data to be cut."""
+    if (grid := hf_inputs.get("image_grid_thw")) is not None:
+        rows_per_image = grid.prod(-1)
+    elif (counts := num_patches_per_image(processor, images, processor_kwargs)) is not None:
+        rows_per_image = torch.tensor(counts)
+    else:
+        rows_per_image = torch.ones(num_images, dtype=torch.long)
+
+    image_data = hf_inputs.get("pixel_values", hf_inputs.get("image_patches"))
+    if isinstance(image_data, torch.Tensor):
+        total = int(rows_per_image.sum())
+        rows = image_data.shape[slice_dim(image_data, total)]
+        if rows != total:
+            raise ValueError(
+                f"{type(processor).__name__} produced {rows} row(s) of image data for "
+                f"{num_images} image(s), but its outputs assign {rows_per_image.tolist()} "
+                "row(s) per image; the rows cannot be attributed to images (Gemma3's "
+                "do_pan_and_scan crops are one cause)."
+            )
+    return rows_per_image

@@ -1,0 +1,127 @@
+"""The offsets strategy (transformers >= 5.15): the HF processor reports, per item, the text
+its placeholder expands to, and that expansion is re-applied to the unexpanded prompt."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from impl.fields import image_rows_per_item
+from impl.hf import encode_plain
+from impl.replace import Replacement
+
+
+def embed_token_id(ids: Sequence[int] | torch.Tensor) -> int:
+    """The token an expansion repeats carries the embeddings: the most frequent id, the
+    smallest of them on a tie (torch.mode's choice)."""
+    values = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    if not values:
+        raise IndexError("an empty replacement has no embedding token")
+    counts = Counter(values)
+    top = max(counts.values())
+    return min(value for value, count in counts.items() if count == top)
+
+
+def target_token_ids(tokenizer: Any, token: str | int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(token, str):
+        return tuple(encode_plain(tokenizer, token))
+    if isinstance(token, int):
+        return (token,)
+    return tuple(token)
+
+
+def offset_entries(offsets: Any) -> list[Mapping[str, Any]] | None:
+    """The first (only) prompt's replacement entries, or None when there are none."""
+    # an empty batch may come back as a tensor rather than a list
+    if offsets is None or len(offsets) == 0 or len(offsets[0]) == 0:
+        return None
+    return list(offsets[0])
+
+
+def missing_offsets_error(processor: Any) -> ValueError:
+    return ValueError(
+        f"{type(processor).__name__} reported no text_replacement_offsets for the media it "
+        "was given, so no item's placeholder can be located. Its __call__ must go through "
+        "ProcessorMixin.get_text_with_replacements with one replacement per item (usually by "
+        "implementing replace_<modality>_token); transformers<5.15.0 locates placeholders in "
+        "the expanded prompt instead."
+    )
+
+
+def replacement_token_ids(
+    tokenizer: Any, entries: Sequence[Mapping[str, Any]]
+) -> dict[str, list[list[int]]]:
+    """Per modality, in prompt order, the token ids each item's placeholder expands to."""
+    result: dict[str, list[list[int]]] = {}
+    for entry in entries:
+        result.setdefault(entry["type"], []).append(encode_plain(tokenizer, entry["replacement"]))
+    return result
+
+
+def embed_counts(seqs: Sequence[Sequence[int]]) -> list[int]:
+    """How many positions of each replacement carry an embedding."""
+    return [list(seq).count(embed_token_id(seq)) for seq in seqs]
+
+
+def record_replacements(
+    hf_inputs: dict[str, Any],
+    replacements: Mapping[str, list[list[int]]],
+    processor: Any,
+    images: Any,
+    processor_kwargs: Mapping[str, Any] | None = None,
+) -> None:
+    """Store the replacements as per-item fields, with each item's row/token count."""
+    for modality, seqs in replacements.items():
+        hf_inputs[f"{modality}_replacement_ids"] = torch.tensor(
+            [token for seq in seqs for token in seq]
+        )
+        hf_inputs[f"{modality}_replacement_sizes"] = torch.tensor([len(seq) for seq in seqs])
+        if modality == "image":
+            hf_inputs["num_image_patches"] = image_rows_per_item(
+                processor, hf_inputs, images, len(seqs), processor_kwargs
+            )
+        elif modality == "audio":
+            hf_inputs["num_audio_tokens"] = torch.tensor(embed_counts(seqs))
+
+
+def build_replacements(
+    processor: Any,
+    tokenizer: Any,
+    items: Mapping[str, list[dict[str, Any]]],
+) -> dict[str, list[Replacement]]:
+    """One replacement per item. The replacement ids leave the item's fields here: they shape
+    the prompt and never reach the model."""
+    updates: dict[str, list[Replacement]] = {}
+    for modality, modality_items in items.items():
+        target = target_token_ids(tokenizer, getattr(processor, f"{modality}_token"))
+        updates[modality] = []
+        for index, fields in enumerate(modality_items):
+            ids = fields.pop(f"{modality}_replacement_ids")
+            updates[modality].append(
+                Replacement(
+                    modality=modality,
+                    item_index=index,
+                    target=target,
+                    tokens=tuple(int(t) for t in ids.tolist()),
+                    embed_token_id=embed_token_id(ids),
+                )
+            )
+    return updates
+
+
+def bind_replacements(
+    updates: Mapping[str, list[Replacement]], counts: Mapping[str, int]
+) -> dict[str, list[Replacement]]:
+    """Item i of each modality gets the modality's i-th replacement; surplus ones go unused."""
+    bound: dict[str, list[Replacement]] = {}
+    for modality, replacements in updates.items():
+        wanted = counts.get(modality, 0)
+        if wanted > len(replacements):
+            raise IndexError(
+                f"{wanted} {modality} item(s) but only {len(replacements)} replacement(s)"
+            )
+        bound[modality] = list(replacements[:wanted])
+    return bound

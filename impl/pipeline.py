@@ -1,0 +1,286 @@
+"""`process`: one prompt and its media through either placeholder strategy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from impl.dummy import dummy_text
+from impl.fields import field_specs, modality_field_names, split_items
+from impl.hashing import item_hash
+from impl.hf import call_processor, encode_prompt, input_ids_tensor, tokenizer_of
+from impl.info import audio_sampling_rate, supported_modalities
+from impl.legacy import (
+    audio_placeholders,
+    check_image_token_total,
+    image_size_hw,
+    image_typed_positions,
+    mm_token_ids,
+    require_type_ids,
+    split_image_placeholders,
+)
+from impl.offsets import (
+    bind_replacements,
+    build_replacements,
+    missing_offsets_error,
+    offset_entries,
+    record_replacements,
+    replacement_token_ids,
+)
+from impl.replace import Replacement, expand_prompt
+from impl.types import Placeholder, ProcessedPrompt
+from impl.unpad import apply_unpad_images, unpad_audios
+from impl.version import at_least
+
+STRATEGIES = ("legacy", "offsets")
+# transformers from this release on report text_replacement_offsets
+OFFSETS_SINCE = "5.15.0"
+
+Media = dict[str, list[Any]]
+
+
+def strategy_for(version: str) -> str:
+    """The placeholder strategy for a transformers version: offsets from 5.15.0 on."""
+    return "offsets" if at_least(version, OFFSETS_SINCE) else "legacy"
+
+
+def installed_strategy() -> str:
+    import transformers
+
+    return strategy_for(transformers.__version__)
+
+
+def normalise_audio(item: Any, target_rate: float) -> np.ndarray:
+    if isinstance(item, tuple):
+        audio, rate = item
+        if rate is not None and float(rate) != float(target_rate):
+            raise NotImplementedError(
+                f"audio at {rate} Hz must be resampled to {target_rate} Hz before processing"
+            )
+        item = audio
+    if isinstance(item, torch.Tensor):
+        return item.numpy()
+    return np.asarray(item) if isinstance(item, list) else item
+
+
+def parse_media(processor: Any, mm_data: Mapping[str, Sequence[Any]]) -> Media:
+    supported = supported_modalities(processor)
+    media: Media = {}
+    for modality, items in mm_data.items():
+        if modality not in supported:
+            raise ValueError(f"{modality} is not served for this model (serves {supported})")
+        if modality == "audio":
+            rate = audio_sampling_rate(processor)
+            media[modality] = [normalise_audio(item, rate) for item in items]
+        else:
+            media[modality] = list(items)
+    return media
+
+
+def processor_data(media: Media) -> dict[str, list[Any]]:
+    """Media under the HF processor's argument names; modalities without items are left out."""
+    names = {"image": "images", "audio": "audio"}
+    return {names[modality]: items for modality, items in media.items() if items}
+
+
+def reprocess_audios(
+    processor: Any,
+    hf_inputs: dict[str, Any],
+    data: Mapping[str, Any],
+    call_kwargs: Mapping[str, Any],
+    dtype: torch.dtype | None,
+) -> None:
+    def alone(audio: Any) -> dict[str, Any]:
+        text = dummy_text(processor, {"audio": 1})
+        return call_processor(processor, {"text": text, "audio": [audio]}, call_kwargs, dtype)
+
+    names = modality_field_names(processor, "audio")
+    hf_inputs.update(unpad_audios(hf_inputs, data.get("audio"), names, alone))
+
+
+def offsets_hf_inputs(
+    processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None
+) -> dict[str, Any]:
+    """Media processed beside a dummy prompt, with each item's replacement recorded."""
+    data: dict[str, Any] = processor_data(media)
+    if not data:
+        return {}
+    tokenizer = tokenizer_of(processor)
+    call_kwargs = {**kwargs, "truncation": False}
+    text = dummy_text(processor, {modality: len(items) for modality, items in media.items()})
+    if has_media := any(data.values()):
+        data = {**data, "return_text_replacement_offsets": True}
+    try:
+        hf_inputs = call_processor(processor, {"text": text, **data}, call_kwargs, dtype)
+    except ValueError:
+        if any(data.values()):
+            raise
+        hf_inputs = {"input_ids": input_ids_tensor(list(tokenizer.encode(text)))}
+    apply_unpad_images(hf_inputs)
+    reprocess_audios(processor, hf_inputs, data, call_kwargs, dtype)
+
+    # the model rejects these
+    hf_inputs.pop("mm_token_type_ids", None)
+    hf_inputs.pop("token_type_ids", None)
+
+    entries = offset_entries(hf_inputs.pop("text_replacement_offsets", None))
+    if entries is None:
+        if has_media:
+            raise missing_offsets_error(processor)
+        hf_inputs.pop("input_ids", None)
+        return hf_inputs
+    replacements = replacement_token_ids(tokenizer, entries)
+    record_replacements(hf_inputs, replacements, processor, data.get("images"), kwargs)
+    hf_inputs.pop("input_ids")
+    return hf_inputs
+
+
+def check_item_counts(items: Mapping[str, Sequence[Any]], counts: Mapping[str, int]) -> None:
+    for modality, count in counts.items():
+        found = len(items.get(modality, []))
+        if found != count:
+            raise RuntimeError(
+                f"{count} {modality} item(s) given but the processed outputs describe {found}"
+            )
+
+
+def check_update_counts(
+    updates: Mapping[str, Sequence[Replacement]], counts: Mapping[str, int]
+) -> None:
+    for modality, count in counts.items():
+        found = len(updates.get(modality, []))
+        if found != count:
+            raise RuntimeError(
+                f"{count} {modality} item(s) given but {found} prompt replacement(s) exist; "
+                "is a placeholder missing from the prompt (or the chat template unapplied)?"
+            )
+
+
+def check_placeholder_counts(
+    placeholders: Mapping[str, Sequence[Placeholder]], counts: Mapping[str, int]
+) -> None:
+    for modality, count in counts.items():
+        found = len(placeholders.get(modality, []))
+        if found != count:
+            raise RuntimeError(
+                f"{count} {modality} item(s) given but {found} placeholder(s) located in the "
+                "prompt; the prompt needs one placeholder per item."
+            )
+
+
+def run_offsets(
+    processor: Any,
+    prompt_ids: list[int],
+    media: Media,
+    kwargs: Mapping[str, Any],
+    dtype: torch.dtype | None,
+) -> tuple[list[int], dict[str, list[Placeholder]], dict[str, list[dict[str, Any]]]]:
+    counts = {modality: len(items) for modality, items in media.items()}
+    hf_inputs = offsets_hf_inputs(processor, media, kwargs, dtype)
+    items = split_items(hf_inputs, field_specs(processor, hf_inputs))
+    tokenizer = tokenizer_of(processor)
+    updates = bind_replacements(build_replacements(processor, tokenizer, items), counts)
+    check_item_counts(items, counts)
+    check_update_counts(updates, counts)
+    expanded, placeholders = expand_prompt(prompt_ids, updates, tokenizer)
+    check_placeholder_counts(placeholders, counts)
+    return expanded, placeholders, items
+
+
+def run_legacy(
+    processor: Any,
+    prompt_ids: list[int],
+    media: Media,
+    kwargs: Mapping[str, Any],
+    config: Any,
+    dtype: torch.dtype | None,
+) -> tuple[list[int], dict[str, list[Placeholder]], dict[str, list[dict[str, Any]]]]:
+    counts = {modality: len(items) for modality, items in media.items()}
+    tokenizer = tokenizer_of(processor)
+    prompt_text = processor.decode(prompt_ids)
+    # the decoded text already holds its special tokens; nothing may be truncated away
+    call_kwargs = {**kwargs, "truncation": False, "add_special_tokens": False}
+    data: dict[str, Any] = processor_data(media)
+    if has_media := any(data.values()):
+        # the only marking of the structure tokens an expansion adds around an item
+        data = {**data, "return_mm_token_type_ids": True}
+    try:
+        out = call_processor(processor, {"text": prompt_text, **data}, call_kwargs, dtype)
+    except ValueError:
+        if has_media:
+            raise
+        # some processors refuse placeholders without media; take the prompt as plain text
+        out = {"input_ids": input_ids_tensor(list(tokenizer.encode(prompt_text)))}
+    apply_unpad_images(out)
+    reprocess_audios(processor, out, data, call_kwargs, dtype)
+
+    input_ids = out.pop("input_ids")
+    if not isinstance(input_ids, list):
+        input_ids = input_ids.tolist()
+    (expanded,) = input_ids
+    expanded = list(expanded)
+    # Gemma3 names them after the model's own token types
+    type_ids = out.pop("token_type_ids", None)
+    type_ids = out.pop("mm_token_type_ids", type_ids)
+
+    placeholders: dict[str, list[Placeholder]] = {}
+    if num_audios := counts.get("audio", 0):
+        audio_ids = mm_token_ids(processor, config, tokenizer, "audio")
+        placeholders["audio"] = audio_placeholders(expanded, audio_ids, num_audios)
+        out["num_audio_tokens"] = torch.tensor([p.length for p in placeholders["audio"]])
+    if num_images := counts.get("image", 0):
+        name = type(processor).__name__
+        require_type_ids(type_ids, name)
+        positions = image_typed_positions(type_ids)
+        sizes = [image_size_hw(image) for image in media["image"]]
+        mm_counts = processor._get_num_multimodal_tokens(image_sizes=sizes, **dict(kwargs))
+        split = list(mm_counts["num_image_tokens"])
+        check_image_token_total(positions, split, name, num_images)
+        if split:
+            image_ids = mm_token_ids(processor, config, tokenizer, "image")
+            placeholders["image"] = split_image_placeholders(expanded, positions, split, image_ids)
+        out["num_image_patches"] = torch.tensor(mm_counts["num_image_patches"])
+
+    items = split_items(out, field_specs(processor, out))
+    check_item_counts(items, counts)
+    check_placeholder_counts(placeholders, counts)
+    return expanded, placeholders, items
+
+
+def process(
+    processor: Any,
+    prompt: str | list[int],
+    mm_data: Mapping[str, Sequence[Any]],
+    *,
+    strategy: str | None = None,
+    processor_kwargs: Mapping[str, Any] | None = None,
+    config: Any = None,
+    dtype: torch.dtype | None = None,
+) -> ProcessedPrompt:
+    """Expand `prompt` for its media and cut the processed media into per-item fields.
+
+    `processor_kwargs` are model-level processor options (passed to every processor call and
+    to its token counting). `config` is the model's HF config, consulted by the legacy strategy
+    for token ids. `strategy` defaults to the one the installed transformers calls for.
+    """
+    strategy = strategy or installed_strategy()
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
+    kwargs = dict(processor_kwargs or {})
+    media = parse_media(processor, mm_data)
+    prompt_ids = encode_prompt(tokenizer_of(processor), prompt)
+    if strategy == "offsets":
+        expanded, placeholders, items = run_offsets(processor, prompt_ids, media, kwargs, dtype)
+    else:
+        expanded, placeholders, items = run_legacy(
+            processor, prompt_ids, media, kwargs, config, dtype
+        )
+    return ProcessedPrompt(
+        prompt_ids=tuple(int(t) for t in expanded),
+        placeholders={m: tuple(ps) for m, ps in placeholders.items()},
+        item_fields=items,
+        item_hashes={m: tuple(item_hash(f) for f in fields) for m, fields in items.items()},
+    )
