@@ -1,8 +1,9 @@
-"""Build a check context: a fixture's subject and its oracles on the installed transformers."""
+"""Build a check context: a fixture's (or any checkpoint's) subject and its oracles."""
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from conformance.checks.base import Context
 from conformance.subjects import make_subject
@@ -15,20 +16,25 @@ def fixture_path(name: str) -> str:
     return str(build_fixture(name))
 
 
-@functools.lru_cache(maxsize=16)
-def oracles_for(fixture: str) -> dict:
-    from fixtures.registry import get_recipe
-
-    recipe = get_recipe(fixture)
-    path = fixture_path(fixture)
-    names = ("vllm-native", "hf") if recipe.native_in_vllm else ("hf",)
-    return {name: make_subject(name, path, recipe) for name in names}
+_ORACLES: dict[tuple[str, str], dict] = {}
 
 
-def make_context(fixture: str, subject: str, fault: str | None = None) -> Context:
-    from fixtures.registry import get_recipe
+def _oracles(path: str, recipe: Any) -> dict:
+    """Shared by every subject and check on the same checkpoint (their outputs are memoised)."""
+    key = (path, recipe.name)
+    if key not in _ORACLES:
+        names = ("vllm-native", "hf") if recipe.native_in_vllm else ("hf",)
+        _ORACLES[key] = {name: make_subject(name, path, recipe) for name in names}
+    return _ORACLES[key]
 
-    recipe = get_recipe(fixture)
-    path = fixture_path(fixture)
+
+def make_context(fixture: str, subject: str, fault: str | None = None, *,
+                 path: str | None = None, recipe: Any = None) -> Context:
+    """For a fixture by name, or for any checkpoint folder with a recipe made for it."""
+    if recipe is None:
+        from fixtures.registry import get_recipe
+
+        recipe = get_recipe(fixture)
+    path = path or fixture_path(fixture)
     return Context(fixture, path, recipe, make_subject(subject, path, recipe, fault),
-                   oracles_for(fixture))
+                   _oracles(path, recipe))

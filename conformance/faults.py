@@ -60,8 +60,16 @@ def _wrong_embed_token() -> list[Any]:
 
 
 def _wrong_slice_dim() -> list[Any]:
-    """Fields are always cut along dimension 0, even behind a leading batch dimension."""
-    return [mock.patch("impl.fields.slice_dim", lambda data, total_rows: 0)]
+    """Fields are cut along dimension 0, even behind a leading batch dimension (Idefics3)."""
+    import impl.pipeline as pipeline
+
+    original = pipeline.field_specs
+
+    def field_specs(processor: Any, hf_inputs: Any) -> Any:
+        return {key: dataclasses.replace(spec, dim=0)
+                for key, spec in original(processor, hf_inputs).items()}
+
+    return [mock.patch("impl.pipeline.field_specs", field_specs)]
 
 
 def _hash_neighbours() -> list[Any]:
@@ -91,8 +99,25 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
 }
 
 
+def active(spec: str | None) -> str | None:
+    """`name` or `name>=VERSION` (planted only from that transformers version on): the fault
+    to plant under the installed transformers, if any."""
+    if not spec:
+        return None
+    name, _, since = spec.partition(">=")
+    if since:
+        import transformers
+
+        from conformance.versions import parse_version
+
+        if parse_version(transformers.__version__) < parse_version(since):
+            return None
+    return name
+
+
 @contextlib.contextmanager
-def planted(name: str | None) -> Iterator[None]:
+def planted(spec: str | None) -> Iterator[None]:
+    name = active(spec)
     if name is None:
         yield
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from conformance import oracle
 from conformance.expectations import known_reason
@@ -95,22 +95,3 @@ def judge(fixture: str, check: str, version: str, difference: str | None, data: 
         return Verdict(fixture, version, check, "xfail",
                        f"{known.reason} [observed: {difference}]", seconds, data)
     return Verdict(fixture, version, check, "fail", difference, seconds, data)
-
-
-def run_cells(fixtures: list[str], checks: list[str]) -> Iterator[Verdict]:
-    """Every (fixture, check) on the installed transformers version."""
-    import transformers
-
-    from fixtures.build import build_fixture
-    from fixtures.registry import get_recipe
-
-    version = transformers.__version__
-    for name in fixtures:
-        try:
-            recipe = get_recipe(name)
-        except KeyError as error:
-            for check in checks:
-                yield Verdict(name, version, check, "error", str(error).strip('"'))
-            continue
-        for check in checks:
-            yield run_cell(recipe, check, version, lambda n: str(build_fixture(n)))

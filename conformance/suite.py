@@ -41,14 +41,15 @@ class CheckFailed(AssertionError):
 
 
 def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = None,
-              max_examples: int | None = None, repro_dir=REPRO_DIR) -> SuiteResult:
+              max_examples: int | None = None, repro_dir=REPRO_DIR, path: str | None = None,
+              recipe=None) -> SuiteResult:
     import transformers
 
     version = transformers.__version__
     started = time.monotonic()
     module = get_check(check)
     try:  # setting up is not the check: its failure is an error, not a finding
-        ctx = make_context(fixture, subject, fault)
+        ctx = make_context(fixture, subject, fault, path=path, recipe=recipe)
         for party in (ctx.subject, *ctx.oracles.values()):
             _ = party.processor
     except Exception as error:

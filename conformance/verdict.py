@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 STATUSES = ("pass", "fail", "xfail", "xpass", "error", "crash", "timeout", "n/a")
 BAD = frozenset({"fail", "xpass", "error", "crash", "timeout"})
@@ -18,6 +19,7 @@ class Verdict:
     detail: str = ""  # evidence: the first difference, the error, or the expected-failure reason
     seconds: float = 0.0
     data: dict = field(default_factory=dict)  # measured values worth keeping (ids, ranges)
+    subject: str = "vllm-backend"  # what was checked (against native vLLM / HF)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, default=str)
@@ -27,5 +29,15 @@ class Verdict:
         return cls(**json.loads(line))
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.fixture, self.version, self.check)
+    def key(self) -> CellKey:
+        return CellKey(self.fixture, self.version, self.subject, self.check)
+
+
+class CellKey(NamedTuple):
+    fixture: str
+    version: str
+    subject: str
+    check: str
+
+    def label(self) -> str:
+        return f"{self.fixture} / {self.subject} / {self.check} / transformers {self.version}"

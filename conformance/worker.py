@@ -1,31 +1,54 @@
 """The process that runs cells on one transformers version and streams their verdicts.
 
-Started by the matrix runner with the version's overlay on PYTHONPATH. Each verdict is printed
-on its own line behind MARK, so vLLM's and transformers' own output can share stdout.
+Started by the matrix runner with the version's overlay on PYTHONPATH, the cells given as JSON
+on stdin. Before each cell it prints START with the cell's key, after it VERDICT with the
+verdict, each on a line of its own, so vLLM's and transformers' output can share stdout and the
+runner knows which cell a crash or hang belongs to.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 
 MARK = "@@verdict@@ "
+START = "@@start@@ "
 
 
-def main(argv: list[str] | None = None) -> int:
+def emit(mark: str, payload: str) -> None:
+    # Progress bars leave lines open: start ours on a fresh one.
+    sys.stdout.write("\n" + mark + payload + "\n")
+    sys.stdout.flush()
+
+
+def keys_from_args(argv: list[str]) -> list:
+    """`--fixtures a,b --checks c,d [--subjects s]`: by hand, on the installed version."""
+    import argparse
+
+    import transformers
+
+    from conformance.plan import expand_cells
+
     parser = argparse.ArgumentParser(prog="python -m conformance.worker")
-    parser.add_argument("--fixtures", required=True, help="comma-separated fixture names")
-    parser.add_argument("--checks", required=True, help="comma-separated smoke checks")
+    parser.add_argument("--fixtures", required=True)
+    parser.add_argument("--checks", required=True)
+    parser.add_argument("--subjects", default="impl,vllm-backend")
     args = parser.parse_args(argv)
+    return expand_cells(args.fixtures.split(","), (transformers.__version__,),
+                        args.subjects.split(","), args.checks.split(","))
 
-    from conformance.smoke import run_cells
 
-    for verdict in run_cells(args.fixtures.split(","), args.checks.split(",")):
-        # Progress bars leave lines open: start ours on a fresh one.
-        sys.stdout.write("\n" + MARK + verdict.to_json() + "\n")
-        sys.stdout.flush()
+def main(argv: list[str]) -> int:
+    from conformance.cells import run_cell
+    from conformance.verdict import CellKey
+
+    raw_keys = keys_from_args(argv) if argv else json.load(sys.stdin)
+    for raw in raw_keys:
+        key = CellKey(*raw)
+        emit(START, json.dumps(list(key)))
+        emit(MARK, run_cell(key).to_json())
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -4,8 +4,9 @@
 Standard library only: this is what a fresh clone runs with nothing but Python 3.11 and pip.
 
     python3 scripts/bootstrap.py run [conformance run options]   # the main job
-    python3 scripts/bootstrap.py test [pytest options]           # the test suite
-    python3 scripts/bootstrap.py test --transformers 5.12.1 [...]  # ... on another version
+    python3 scripts/bootstrap.py test                            # the test suite (see below)
+    python3 scripts/bootstrap.py test [pytest options]           # pytest on the env's version
+    python3 scripts/bootstrap.py test --transformers 5.12.1 [...]  # pytest on another version
     python3 scripts/bootstrap.py env                             # only build / check the env
     python3 scripts/bootstrap.py lock                            # re-resolve env/*.lock
 
@@ -28,6 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV_DIR = ROOT / "env"
 UV_VERSION = "0.13.9"
 STAMP_NAME = ".conformance-env"
+# `test` with no options runs pytest on the environment's transformers (5.17.0, the Offsets
+# path), then the version-sensitive suites again on a Legacy-path version.
+LEGACY_VERSION = "5.12.1"
+LEGACY_SUITES = ["tests/conformance", "tests/impl", "tests/test_fixtures.py"]
 
 
 class StepFailed(RuntimeError):
@@ -145,6 +150,24 @@ def lock() -> None:
     del python
 
 
+def run_default_tests(python: Path, env: dict[str, str]) -> int:
+    """Every test on the environment's transformers, then the suites on the Legacy path."""
+    runs = [
+        ("transformers 5.17.0 (environment)", [str(python), "-m", "pytest"]),
+        (f"transformers {LEGACY_VERSION} (Legacy placeholder path)",
+         [str(python.parent / "conformance"), "exec", "--transformers", LEGACY_VERSION, "--",
+          str(python), "-m", "pytest", *LEGACY_SUITES]),
+    ]
+    codes = []
+    for title, args in runs:
+        say(f"tests on {title}: $ {' '.join(args)}")
+        codes.append(subprocess.run(args, env=env).returncode)
+    names = [title.split(" (")[0] for title, _ in runs]
+    say("exit codes: " + ", ".join(f"{n}: {c}" for n, c in zip(names, codes, strict=True)))
+    # pytest's 5 (nothing collected) is a failure like any other
+    return next((c for c in codes if c != 0), 0)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -162,6 +185,9 @@ def main(argv: list[str]) -> int:
             return 0
         if command == "run":
             args = [str(bin_dir / "conformance"), "run", *rest]
+        elif command == "test" and not rest:
+            os.chdir(ROOT)
+            return run_default_tests(python, env)
         elif command == "test":
             args = [str(python), "-m", "pytest", *rest]
             if rest[:1] == ["--transformers"] and len(rest) > 1:

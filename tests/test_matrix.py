@@ -1,50 +1,109 @@
-"""A crashing or failing cell becomes a verdict; the other cells keep theirs."""
+"""A crashing, hanging or failing cell becomes that cell's verdict; the other cells keep theirs."""
 
+import json
 import sys
 
 from conformance import matrix
-from conformance.matrix import Plan, run_version
-from conformance.verdict import Verdict
-from conformance.worker import MARK
+from conformance.matrix import run_version
+from conformance.plan import expand_cells, model_versions, shard
+from conformance.verdict import CellKey, Verdict
+from conformance.worker import MARK, START
+
+A = CellKey("llava", "5.17.0", "impl", "cache")
+B = CellKey("gemma3", "5.17.0", "impl", "cache")
+C = CellKey("idefics3", "5.17.0", "impl", "cache")
 
 
-def test_a_worker_crash_marks_only_the_unfinished_cells(tmp_path, monkeypatch):
-    finished = Verdict("llava", "5.17.0", "processing", "pass").to_json()
-    script = f"print({MARK + finished!r}); print('boom: segfault-ish'); raise SystemExit(139)"
-    monkeypatch.setattr(matrix, "worker_command",
-                        lambda plan: [sys.executable, "-c", script])
+def fake_worker(monkeypatch, script: str) -> None:
+    monkeypatch.setattr(matrix, "worker_command", lambda: [sys.executable, "-c", script])
+
+
+def verdict_line(key: CellKey, status: str = "pass") -> str:
+    v = Verdict(key.fixture, key.version, key.check, status, subject=key.subject)
+    return repr(MARK + v.to_json())
+
+
+def start_line(key: CellKey) -> str:
+    return repr(START + json.dumps(list(key)))
+
+
+def test_a_crash_costs_only_the_cell_it_happened_in(tmp_path, monkeypatch):
+    # The worker crashes on B whatever it is given; restarted, it goes on with C.
+    script = (
+        "import json, sys\n"
+        "cells = [tuple(c) for c in json.load(sys.stdin)]\n"
+        "for cell in cells:\n"
+        f"    print({start_line(A)[:-1]}'.replace('llava', cell[0]))\n"
+        "    if cell[0] == 'gemma3':\n"
+        "        print('boom: segfault-ish'); raise SystemExit(139)\n"
+        f"    print({verdict_line(A)}.replace('llava', cell[0]))\n"
+    )
+    fake_worker(monkeypatch, script)
     got: list[Verdict] = []
-    plan = Plan(fixtures=("llava", "gemma3"), versions=("5.17.0",), checks=("processing",))
-    run_version(plan, "5.17.0", tmp_path, got.append)
+    run_version("5.17.0", [A, B, C], tmp_path, got.append)
     by_fixture = {v.fixture: v for v in got}
     assert by_fixture["llava"].status == "pass"
     assert by_fixture["gemma3"].status == "crash"
     assert "exited 139" in by_fixture["gemma3"].detail
     assert "boom: segfault-ish" in by_fixture["gemma3"].detail
+    assert by_fixture["idefics3"].status == "pass"
 
 
-def test_a_hung_worker_times_out(tmp_path, monkeypatch):
-    monkeypatch.setattr(matrix, "worker_command", lambda plan: [
-        sys.executable, "-c", "import time\nwhile True:\n    print('tick', flush=True)\n"
-        "    time.sleep(0.2)"])
+def test_a_hung_cell_times_out_and_the_next_still_runs(tmp_path, monkeypatch):
+    script = (
+        "import json, sys, time\n"
+        "cells = [tuple(c) for c in json.load(sys.stdin)]\n"
+        "for cell in cells:\n"
+        f"    print({start_line(A)[:-1]}'.replace('llava', cell[0]), flush=True)\n"
+        "    if cell[0] == 'llava':\n"
+        "        time.sleep(60)\n"
+        f"    print({verdict_line(A)}.replace('llava', cell[0]), flush=True)\n"
+    )
+    fake_worker(monkeypatch, script)
     got: list[Verdict] = []
-    plan = Plan(fixtures=("llava",), versions=("5.17.0",), checks=("processing",), timeout_s=1)
-    run_version(plan, "5.17.0", tmp_path, got.append)
-    assert [v.status for v in got] == ["timeout"]
+    run_version("5.17.0", [A, B], tmp_path, got.append, cell_timeout=2)
+    assert [(v.fixture, v.status) for v in got] == [("llava", "timeout"), ("gemma3", "pass")]
 
 
-def test_an_unknown_fixture_is_an_error_cell_not_a_crash():
-    from conformance.smoke import run_cells
-
-    (verdict,) = run_cells(["nope"], ["processing"])
-    assert verdict.status == "error" and "unknown fixture 'nope'" in verdict.detail
+def test_a_worker_that_cannot_start_fails_every_cell_once(tmp_path, monkeypatch):
+    fake_worker(monkeypatch, "raise ImportError('no module named vllm')")
+    got: list[Verdict] = []
+    run_version("5.17.0", [A, B], tmp_path, got.append)
+    assert [v.status for v in got] == ["crash", "crash"]
+    assert "no module named vllm" in got[0].detail
 
 
 def test_a_verdict_after_an_unterminated_progress_line_is_still_read(tmp_path, monkeypatch):
-    finished = Verdict("llava", "5.17.0", "processing", "pass").to_json()
-    script = f"import sys; sys.stdout.write('progress 50%\\r' + {MARK + finished!r} + '\\n')"
-    monkeypatch.setattr(matrix, "worker_command", lambda plan: [sys.executable, "-c", script])
+    fake_worker(monkeypatch, f"import sys; sys.stdout.write('progress 50%\\r' + {verdict_line(A)} "
+                             "+ '\\n')")
     got: list[Verdict] = []
-    plan = Plan(fixtures=("llava",), versions=("5.17.0",), checks=("processing",))
-    run_version(plan, "5.17.0", tmp_path, got.append)
+    run_version("5.17.0", [A], tmp_path, got.append)
     assert [v.status for v in got] == ["pass"]
+
+
+def test_an_unknown_fixture_is_an_error_cell_not_a_crash():
+    import transformers
+
+    from conformance.cells import run_cell
+
+    verdict = run_cell(CellKey("nope", transformers.__version__, "impl", "cache"))
+    assert verdict.status == "error" and "unknown fixture 'nope'" in verdict.detail
+
+
+def test_model_runs_on_the_window_plus_the_first_version_beyond():
+    versions = ("5.12.1", "5.17.0", "5.20.2", "5.24.0")
+    assert model_versions(versions) == ("5.12.1", "5.17.0", "5.20.2")
+    cells = expand_cells(["llava"], versions, ["impl", "vllm-backend"], ["model", "cache"])
+    assert CellKey("llava", "5.24.0", "vllm-backend", "model") not in cells
+    assert CellKey("llava", "5.24.0", "impl", "cache") in cells
+
+
+def test_shards_partition_the_cells_by_version_and_fixture():
+    cells = expand_cells(["llava", "gemma3", "idefics3"], ("5.12.1", "5.17.0"),
+                         ["impl", "vllm-backend"], ["processing", "cache"])
+    parts = [shard(cells, i, 3) for i in (1, 2, 3)]
+    assert sorted(c for part in parts for c in part) == sorted(cells)
+    assert all(part for part in parts)
+    for part in parts:
+        groups = {(c.version, c.fixture) for c in part}
+        assert all((c.version, c.fixture) in groups for c in part)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.matrix import Plan, run_version
-from conformance.verdict import Verdict
+from conformance.matrix import run_version
+from conformance.plan import SMOKE_SUBJECT
+from conformance.verdict import CellKey, Verdict
 from conformance.versions import DEFAULT_VERSIONS, in_vllm_window
 from fixtures.registry import available_recipes
 
@@ -21,7 +22,7 @@ PROCESSING_VERSIONS = [v for v in DEFAULT_VERSIONS if in_vllm_window(v)] + [
     next(v for v in DEFAULT_VERSIONS if not in_vllm_window(v))]
 MODEL_VERSIONS = ["5.17.0"]
 
-_results: dict[tuple[str, str], dict[tuple[str, str, str], Verdict]] = {}
+_results: dict[tuple[str, str], dict[CellKey, Verdict]] = {}
 
 
 def cell(tmp_path_factory, fixture: str, version: str, check: str) -> Verdict:
@@ -29,10 +30,10 @@ def cell(tmp_path_factory, fixture: str, version: str, check: str) -> Verdict:
     if (version, check) not in _results:
         got: dict = {}
         log_dir: Path = tmp_path_factory.mktemp(f"logs-{version}-{check}")
-        plan = Plan(fixtures=FIXTURES, versions=(version,), checks=(check,), timeout_s=1500)
-        run_version(plan, version, log_dir, lambda v: got.__setitem__(v.key, v))
+        cells = [CellKey(f, version, SMOKE_SUBJECT, check) for f in FIXTURES]
+        run_version(version, cells, log_dir, lambda v: got.__setitem__(v.key, v))
         _results[(version, check)] = got
-    return _results[(version, check)][(fixture, version, check)]
+    return _results[(version, check)][CellKey(fixture, version, SMOKE_SUBJECT, check)]
 
 
 def assert_verdict(verdict: Verdict) -> None:

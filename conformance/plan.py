@@ -1,0 +1,45 @@
+"""Which cells a run holds: fixtures x versions x subjects x checks, sharded and resumable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from conformance.smoke import SMOKE_CHECKS
+from conformance.verdict import CellKey
+from conformance.versions import in_vllm_window, parse_version
+
+SMOKE_SUBJECT = "vllm-backend"  # the smoke checks compare vLLM's backend with native vLLM
+
+
+def model_versions(versions: Sequence[str]) -> tuple[str, ...]:
+    """Loading models is the slow part: `model` runs on vLLM's window plus the first beyond."""
+    beyond = [v for v in versions if not in_vllm_window(v)]
+    return tuple(v for v in versions if in_vllm_window(v) or v == (beyond or [None])[0])
+
+
+def expand_cells(fixtures: Iterable[str], versions: Iterable[str], subjects: Iterable[str],
+                 checks: Iterable[str], *, all_model_versions: bool = False) -> list[CellKey]:
+    versions = tuple(versions)
+    model_on = versions if all_model_versions else model_versions(versions)
+    cells = []
+    for version in sorted(versions, key=parse_version):
+        for fixture in fixtures:
+            for check in checks:
+                if check in SMOKE_CHECKS:
+                    if check != "model" or version in model_on:
+                        cells.append(CellKey(fixture, version, SMOKE_SUBJECT, check))
+                    continue
+                cells.extend(CellKey(fixture, version, s, check) for s in subjects)
+    return cells
+
+
+def shard(cells: list[CellKey], index: int, count: int) -> list[CellKey]:
+    """Shard `index` (1-based) of `count`: whole (version, fixture) groups, round robin, so a
+    shard loads each fixture on each version once."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index}/{count}: the index must be within 1..{count}")
+    groups = sorted({(c.version, c.fixture) for c in cells},
+                    key=lambda g: (parse_version(g[0]), g[1]))
+    mine = {g for i, g in enumerate(groups) if i % count == index - 1}
+    return [c for c in cells if (c.version, c.fixture) in mine]
+

@@ -1,0 +1,27 @@
+"""Run the property suites for fixtures x subjects x checks, one line per cell (a dev aid).
+
+    .venv/bin/python scripts/explore_suites.py llava,gemma3 vllm-backend,impl prompt-ids,cache
+"""
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from conformance.suite import run_suite
+
+
+def main(fixtures: str, subjects: str, checks: str) -> None:
+    repro = Path(tempfile.mkdtemp(prefix="repro-"))
+    for fixture in fixtures.split(","):
+        for subject in subjects.split(","):
+            for check in checks.split(","):
+                started = time.time()
+                r = run_suite(fixture, subject, check, repro_dir=repro)
+                print(f"RESULT {fixture} {subject} {check}: {r.status} ({r.examples} examples, "
+                      f"{time.time() - started:.1f} s, oracle failures {r.oracle_failures}) "
+                      f"{r.evidence[:700]} | {r.oracle_note[:300]}", flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

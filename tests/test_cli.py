@@ -1,0 +1,133 @@
+"""The commands a user runs: check, gate, baseline, merge, run --resume, bisect, --help."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance import report
+from conformance.cli import build_parser, main
+from conformance.verdict import Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFORMANCE = [sys.executable, "-m", "conformance"]
+
+
+def run_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([*CONFORMANCE, *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.parametrize("command", [None, "run", "check", "gate", "baseline", "bisect",
+                                     "merge", "versions", "fixtures", "exec"])
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args([command, "--help"] if command else ["--help"])
+    assert exit_.value.code == 0
+    assert "usage: conformance" in capsys.readouterr().out
+
+
+def test_check_rejects_a_folder_that_is_not_a_checkpoint(tmp_path, capsys):
+    assert main(["check", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {tmp_path} is not a checkpoint folder (no config.json in it)"
+
+
+def test_check_rejects_a_missing_hub_id_offline_in_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["check", "nobody-here/not-a-model"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "HF_HUB_OFFLINE is set" in err[0]
+
+
+@pytest.mark.vllm
+def test_check_gives_a_verdict_table_for_a_fixture_folder(tmp_path):
+    from fixtures.build import build_fixture
+
+    path = build_fixture("llava")
+    out = run_cli("check", str(path), "--output", str(tmp_path))
+    assert out.returncode in (0, 1), out.stderr[-2000:]
+    assert "LlavaForConditionalGeneration" in out.stdout and "oracle native vLLM" in out.stdout
+    assert "subject       check         verdict" in out.stdout
+    for check in ("processing", "prompt-ids", "placeholders", "embed-count", "cache", "slicing",
+                  "errors"):
+        assert check in out.stdout
+    assert (tmp_path / "results.json").exists() and (tmp_path / "report.html").exists()
+
+
+def write(path: Path, cells: list[Verdict]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    report.write_results(path / "results.json", cells, {})
+    return path / "results.json"
+
+
+def test_gate_exits_non_zero_naming_a_planted_regression(tmp_path):
+    baseline, _ = report.read_results(ROOT / "reports" / "baseline.json")
+    passing = next(v for v in baseline if v.status == "pass")
+    current = [Verdict(**v.__dict__) for v in baseline]
+    for v in current:
+        if v.key == passing.key:
+            v.status, v.detail = "fail", "planted: prompt ids differ at position 3"
+    ok = run_cli("gate", str(write(tmp_path / "same", baseline)))
+    assert ok.returncode == 0, ok.stdout
+    bad = run_cli("gate", str(write(tmp_path / "planted", current)))
+    assert bad.returncode == 1
+    assert "REGRESSIONS (1)" in bad.stdout and passing.key.label() in bad.stdout
+    assert "planted: prompt ids differ at position 3" in bad.stdout
+
+
+def test_baseline_is_refreshed_by_an_explicit_command(tmp_path):
+    cells = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl")]
+    out = run_cli("baseline", str(write(tmp_path / "run", cells)), "--output",
+                  str(tmp_path / "baseline.json"))
+    assert out.returncode == 0
+    assert json.loads((tmp_path / "baseline.json").read_text())["cells"][0]["status"] == "pass"
+
+
+def test_merge_combines_shards(tmp_path):
+    one = write(tmp_path / "1", [Verdict("llava", "5.17.0", "cache", "pass", subject="impl")])
+    two = write(tmp_path / "2", [Verdict("gemma3", "5.17.0", "cache", "pass", subject="impl")])
+    out = run_cli("merge", str(one), str(two), "--output", str(tmp_path / "merged"))
+    assert out.returncode == 0, out.stderr
+    merged, _ = report.read_results(tmp_path / "merged")
+    assert {v.fixture for v in merged} == {"llava", "gemma3"}
+    assert (tmp_path / "merged" / "report.md").exists()
+
+
+@pytest.mark.vllm
+def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path):
+    args = [*CONFORMANCE, "run", "--fixtures", "llava", "--versions", "5.17.0", "--subjects",
+            "impl", "--checks", "prompt-ids,placeholders,embed-count,cache", "--output",
+            str(tmp_path)]
+    process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    partial = tmp_path / "results.jsonl"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not (partial.exists() and partial.read_text().strip()):
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    before = report.read_partial(partial)
+    assert 1 <= len(before) < 4
+    resumed = subprocess.run([*args, "--resume"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=900)
+    assert resumed.returncode == 0, resumed.stdout[-2000:]
+    assert "already done" in resumed.stdout
+    after = report.read_partial(partial)
+    assert len(after) == 4 and after[:len(before)] == before
+    assert len({v.key for v in after}) == 4
+
+
+@pytest.mark.vllm
+def test_bisect_finds_the_first_release_of_a_planted_version_dependent_fault():
+    out = run_cli("bisect", "--arch", "llava", "--check", "placeholders", "--good", "5.15.1",
+                  "--bad", "5.17.0", "--versions", "5.15.1,5.16.0,5.16.1,5.17.0",
+                  "--fault", "offset-shift>=5.16.1", timeout=1800)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "first bad release: transformers 5.16.1 (last good 5.16.0)" in out.stdout
+    assert "expected offset=" in out.stdout  # the evidence on the bad side
