@@ -120,9 +120,13 @@ class HfSubject:
                              **dict(case.processor_kwargs))
         ids = tuple(out["input_ids"][0].tolist())
         type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
-        if type_ids is None:
+        if type_ids is not None:
+            marked = [i for i, t in enumerate(type_ids[0].tolist())
+                      if t == _TYPE_IDS[case.modality]]
+        elif case.modality == "audio":  # older processors mark nothing: the token itself does
+            marked = [i for i, t in enumerate(ids) if t == self.embed_token_id]
+        else:
             raise ValueError(f"{type(self.processor).__name__} returned no mm_token_type_ids")
-        marked = [i for i, t in enumerate(type_ids[0].tolist()) if t == _TYPE_IDS[case.modality]]
         spans = split_marked(marked, self.counts(case))
         placeholders = tuple(
             Placeholder(span[0], len(span), tuple(p for p in span if ids[p] == self.embed_token_id))

