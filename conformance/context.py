@@ -28,6 +28,18 @@ def _oracles(path: str, recipe: Any) -> dict:
     return _ORACLES[key]
 
 
+_SUBJECTS: dict[tuple[str, str, str, str | None], Any] = {}
+_MEMOS: dict[tuple[str, str], dict] = {}
+
+
+def _subject(path: str, recipe: Any, name: str, fault: str | None) -> Any:
+    """One per checkpoint, subject and fault in a process: its processor is built once."""
+    key = (path, recipe.name, name, fault)
+    if key not in _SUBJECTS:
+        _SUBJECTS[key] = make_subject(name, path, recipe, fault)
+    return _SUBJECTS[key]
+
+
 def make_context(fixture: str, subject: str, fault: str | None = None, *,
                  path: str | None = None, recipe: Any = None) -> Context:
     """For a fixture by name, or for any checkpoint folder with a recipe made for it."""
@@ -36,5 +48,7 @@ def make_context(fixture: str, subject: str, fault: str | None = None, *,
 
         recipe = get_recipe(fixture)
     path = path or fixture_path(fixture)
-    return Context(fixture, path, recipe, make_subject(subject, path, recipe, fault),
-                   _oracles(path, recipe))
+    # Oracle outputs are shared by every check on the checkpoint: cases repeat across checks
+    memo = _MEMOS.setdefault((path, recipe.name), {})
+    return Context(fixture, path, recipe, _subject(path, recipe, subject, fault),
+                   _oracles(path, recipe), memo)

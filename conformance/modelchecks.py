@@ -139,16 +139,28 @@ def compare_items(modality: str, expected: Sequence[Any], actual: Sequence[Any],
                         f"{len(actual)}")
     for index, (want, got) in enumerate(zip(expected, actual, strict=False)):
         where = f"{modality} item {index}"
-        if tuple(want.shape) != tuple(got.shape):
-            rows.append({"item": index, "native_shape": list(want.shape),
-                         "shape": list(got.shape)})
-            problems.append(f"{where}: shape {tuple(got.shape)} vs native {tuple(want.shape)}")
+        if tuple(want.shape) == tuple(got.shape):
+            distance = measure(got, want, tolerance)
+            rows.append({"item": index, "shape": list(got.shape), **distance.as_dict()})
+            if exceeds(distance, tolerance):
+                problems.append(f"{where}: {distance.describe()} (allowed {tolerance.describe()})")
             continue
-        distance = measure(got, want, tolerance)
-        rows.append({"item": index, "shape": list(got.shape), **distance.as_dict()})
-        if exceeds(distance, tolerance):
-            problems.append(f"{where}: {distance.describe()} (allowed {tolerance.describe()})")
+        row = {"item": index, "shape": list(got.shape), "native_shape": list(want.shape)}
+        problem = f"{where}: shape {tuple(got.shape)} vs native {tuple(want.shape)}"
+        if leading_columns(want, got):
+            # e.g. Qwen3-VL: native appends deepstack features after the main embedding
+            distance = measure(got, want[..., : got.shape[-1]], tolerance)
+            row["leading_columns"] = distance.as_dict()
+            problem += f"; native's first {got.shape[-1]} columns: {distance.describe()}"
+        rows.append(row)
+        problems.append(problem)
     return problems, rows
+
+
+def leading_columns(want: Any, got: Any) -> bool:
+    """The native rows are wider by a whole multiple, the rest of the shape equal."""
+    return (want.ndim == got.ndim >= 1 and want.shape[:-1] == got.shape[:-1]
+            and got.shape[-1] > 0 and want.shape[-1] % got.shape[-1] == 0)
 
 
 # --- loading, cached ---------------------------------------------------------------------------
@@ -161,6 +173,7 @@ class VllmModel:
     model: Any
     vllm_config: Any
     processor: Any
+    engine: Any = None  # the `LLM` it was taken from, if any
 
 
 @dataclass
@@ -178,16 +191,22 @@ class ModelCache:
             self.seconds[key] = time.perf_counter() - started
         return self.entries[key]
 
-    def drop(self, kind: str | None = None) -> None:
-        for key in [k for k in self.entries if kind is None or k[0] == kind]:
-            del self.entries[key]
-        if kind is None or kind == "llm":
-            import gc
+    def drop(self, kind: str | None = None, key: tuple | None = None) -> None:
+        """Forget entries (all, one kind, or one key). A collected engine tears down the
+        process's distributed state, which `ensure_distributed` sets up again on next use."""
+        import gc
 
-            gc.collect()
+        for k in [k for k in self.entries
+                  if (kind is None or k[0] == kind) and (key is None or k == key)]:
+            del self.entries[k]
+        gc.collect()
 
 
 CACHE = ModelCache()
+# True: the engine-free checks take their models out of `LLM(...)` engines, so one engine per
+# implementation serves all three checks; False: they load engine-free (faster), and an engine
+# that already exists is still reused.
+PREFER_LLM = os.environ.get("MODELCHECKS_PREFER_LLM", "") == "1"
 
 
 def cache_key(kind: str, path: str, impl: str, device: str, dtype: str) -> tuple:
@@ -215,15 +234,45 @@ def vllm_config_for(path: str, impl: str, limits: dict[str, int], device: str,
 
 def ensure_distributed() -> None:
     """A single-process group, as a vLLM worker sets up (and `LLM` reuses once it exists)."""
+    import contextlib
+
     import torch
+    from vllm.config import VllmConfig, get_current_vllm_config_or_none, set_current_vllm_config
     from vllm.distributed import parallel_state
     from vllm.platforms import current_platform
 
-    if not torch.distributed.is_initialized():
-        init = f"file://{tempfile.mkdtemp(prefix='modelchecks-dist-')}/store"
-        parallel_state.init_distributed_environment(1, 0, init, 0, current_platform.dist_backend)
-    if not parallel_state.model_parallel_is_initialized():
+    if parallel_state.model_parallel_is_initialized():
+        return
+    # the groups read the parallel sizes from the current config; a default one has all 1
+    current = get_current_vllm_config_or_none()
+    with contextlib.ExitStack() as stack:
+        if current is None:
+            stack.enter_context(set_current_vllm_config(VllmConfig()))
+        if not torch.distributed.is_initialized():
+            init = f"file://{tempfile.mkdtemp(prefix='modelchecks-dist-')}/store"
+            parallel_state.init_distributed_environment(1, 0, init, 0,
+                                                        current_platform.dist_backend)
         parallel_state.initialize_model_parallel(1, 1)
+
+
+def prepare(engine: bool = False) -> float:
+    """Import what loading needs and set up the process group, so a model's cold start is
+    measured without the one-off cost; returns the seconds it took."""
+    import importlib
+
+    started = time.perf_counter()
+    from vllm.platforms import current_platform
+
+    modules = ["transformers", "vllm.config", "vllm.distributed", "vllm.multimodal",
+               "vllm.multimodal.utils", "vllm.model_executor.model_loader"]
+    if engine:
+        worker = "cpu_worker" if current_platform.is_cpu() else "gpu_worker"
+        modules += ["vllm.entrypoints.llm", "vllm.v1.engine.llm_engine", "vllm.v1.engine.core",
+                    "vllm.v1.executor.uniproc_executor", f"vllm.v1.worker.{worker}"]
+    for module in modules:
+        importlib.import_module(module)
+    ensure_distributed()
+    return time.perf_counter() - started
 
 
 def build_vllm_model(path: str, impl: str, limits: dict[str, int], device: str,
@@ -240,11 +289,25 @@ def build_vllm_model(path: str, impl: str, limits: dict[str, int], device: str,
     return VllmModel(model, config, processor)
 
 
+def model_of_llm(engine: Any) -> VllmModel:
+    """The model inside an in-process engine (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    (model,) = engine.apply_model(lambda m: m)
+    config = engine.llm_engine.vllm_config
+    return VllmModel(model, config, MULTIMODAL_REGISTRY.create_processor(config.model_config),
+                     engine)
+
+
 def vllm_model(recipe: Recipe, path: str, impl: str, device: str = "cpu",
                dtype: str = "float32") -> VllmModel:
-    """vLLM's model for `impl` ("vllm" native, "transformers" backend), engine-free."""
-    return CACHE.get(cache_key("model", path, impl, device, dtype),
-                     lambda: build_vllm_model(path, impl, limits_for(recipe), device, dtype))
+    """vLLM's model for `impl` ("vllm" native, "transformers" backend): the cached engine's
+    when there is one (or PREFER_LLM), else loaded engine-free."""
+    key = cache_key("model", path, impl, device, dtype)
+    if key not in CACHE.entries and (
+            PREFER_LLM or cache_key("llm", path, impl, device, dtype) in CACHE.entries):
+        return CACHE.get(key, lambda: model_of_llm(llm(recipe, path, impl, device, dtype)))
+    return CACHE.get(key, lambda: build_vllm_model(path, impl, limits_for(recipe), device, dtype))
 
 
 def build_hf_model(path: str, device: str, dtype: str) -> Any:
@@ -292,10 +355,31 @@ def llm(recipe: Recipe, path: str, impl: str, device: str = "cpu",
 # --- inputs ------------------------------------------------------------------------------------
 
 
-def two_item_inputs(recipe: Recipe) -> tuple[str, str, list]:
+def require_native(recipe: Recipe) -> None:
+    if not recipe.native_in_vllm:
+        raise NotApplicable(f"vLLM 0.31.0 has no native {recipe.architecture} to compare with")
+
+
+def native_config(recipe: Recipe, path: str) -> Any:
+    """Native vLLM's ModelConfig, for what it says about the model without loading it."""
+    return CACHE.get(("config", str(path)),
+                     lambda: model_config(path, NATIVE, limits_for(recipe), "float32"))
+
+
+def native_limit(recipe: Recipe, path: str, modality: str) -> int | None:
+    """Items of `modality` native vLLM takes per prompt (None: no limit of its own)."""
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    info = MULTIMODAL_REGISTRY.get_processing_info(native_config(recipe, path))
+    return info.get_supported_mm_limits().get(modality)
+
+
+def two_item_inputs(recipe: Recipe, path: str) -> tuple[str, str, list]:
+    """The recipe's prompt with two items (one where native vLLM takes only one)."""
     modality = recipe.modalities[0]
-    return (modality, recipe.render_prompt(modality, ITEMS_PER_PROMPT),
-            make_items(modality, ITEMS_PER_PROMPT))
+    limit = native_limit(recipe, path, modality)
+    count = ITEMS_PER_PROMPT if limit is None else min(ITEMS_PER_PROMPT, limit)
+    return modality, recipe.render_prompt(modality, count), make_items(modality, count)
 
 
 def process(loaded: VllmModel, prompt: str, modality: str, items: list) -> Any:
@@ -336,6 +420,7 @@ def vllm_embed(loaded: VllmModel, out: Any, device: str) -> dict[str, list]:
     from vllm.config import set_current_vllm_config
 
     with set_current_vllm_config(loaded.vllm_config):
+        ensure_distributed()  # a collected engine may have torn it down
         return embed(out, device, loaded.model.embed_multimodal)
 
 
@@ -349,6 +434,14 @@ def error_text(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def summary(problems: Sequence[str], limit: int = 6) -> str | None:
+    """The evidence: the first problems verbatim (data holds every measurement)."""
+    if not problems:
+        return None
+    more = f"; and {len(problems) - limit} more" if len(problems) > limit else ""
+    return "; ".join(problems[:limit]) + more
+
+
 # --- check_encoder -----------------------------------------------------------------------------
 
 
@@ -358,20 +451,25 @@ def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str 
 
     Each vLLM model gets its own processor's output for the recipe's two-item prompt (as when
     serving); impl is fed the backend's processed items. Items are compared by index within
-    their modality, so prompt-id differences (gemma3's newlines) do not enter."""
+    their modality, so prompt-id differences (gemma3's newlines) do not enter. A subject that
+    raises is reported as evidence; the native oracle raising ends the check."""
+    require_native(recipe)
     tolerance = tolerance_for(dtype)
-    modality, prompt, items = two_item_inputs(recipe)
+    modality, prompt, items = two_item_inputs(recipe, path)
     subject_items = subject_media(list(items)) if subject_media else items
     native = vllm_model(recipe, path, NATIVE, device, dtype)
     expected = vllm_embed(native, process(native, prompt, modality, items), device)
     data: dict[str, Any] = {"tolerance": tolerance.describe(), "native": {
         m: [list(e.shape) for e in es] for m, es in expected.items()}}
 
-    backend = vllm_model(recipe, path, BACKEND, device, dtype)
-    backend_out = process(backend, prompt, modality, subject_items)
+    def backend_out() -> Any:
+        return process(vllm_model(recipe, path, BACKEND, device, dtype), prompt, modality,
+                       subject_items)
+
     runs: dict[str, Callable[[], dict[str, list]]] = {
-        "backend": lambda: vllm_embed(backend, backend_out, device),
-        "impl": lambda: impl_embed(hf_model(path, device, dtype), backend_out, device),
+        "backend": lambda: vllm_embed(vllm_model(recipe, path, BACKEND, device, dtype),
+                                      backend_out(), device),
+        "impl": lambda: impl_embed(hf_model(path, device, dtype), backend_out(), device),
     }
     problems: list[str] = []
     for subject, run in runs.items():
@@ -386,9 +484,8 @@ def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str 
             found, rows = compare_items(mod, expected.get(mod, []), actual.get(mod, []),
                                         tolerance)
             data[subject][mod] = rows
-            problems.extend(f"{subject} {p}" if p.startswith(mod) else f"{subject}: {p}"
-                            for p in found)
-    return ("; ".join(problems) or None), data
+            problems.extend(f"{subject} {p}" for p in found)
+    return summary(problems), data
 
 
 # --- check_mrope -------------------------------------------------------------------------------
@@ -460,37 +557,47 @@ def compare_positions(expected: tuple[Any, int], actual: tuple[Any, int]) -> tup
 def check_mrope(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str = "float32",
                 subject_media: MediaHook | None = None) -> tuple[str | None, dict]:
     """Positions and delta from the backend's `get_mrope_input_positions` (and impl's
-    `get_rope_index` driver on the HF model) equal the native model's, prompt by prompt."""
-    native = vllm_model(recipe, path, NATIVE, device, dtype)
-    if not native.vllm_config.model_config.uses_mrope:
+    `get_rope_index` driver on the HF model, fed the backend's processed prompt) equal the
+    native model's, prompt by prompt; each model gets its own processor's output."""
+    require_native(recipe)
+    if not native_config(recipe, path).uses_mrope:
         raise NotApplicable(f"{recipe.architecture} does not use M-RoPE")
     if "image" not in recipe.modalities:
         raise NotApplicable(f"{recipe.name} exercises no images")
-    backend = vllm_model(recipe, path, BACKEND, device, dtype)
+    native = vllm_model(recipe, path, NATIVE, device, dtype)
     problems: list[str] = []
     data: dict[str, Any] = {"prompts": []}
+    limit = native_limit(recipe, path, "image")
     for description, prompt, count in mrope_prompts(recipe):
+        if limit is not None and count > limit:
+            continue
         images = mrope_images(count)
+        subject_images = subject_media(list(images)) if subject_media else images
         native_out = process(native, prompt, "image", images)
-        backend_out = process(backend, prompt, "image",
-                              subject_media(list(images)) if subject_media else images)
         expected = native.model.get_mrope_input_positions(
             list(native_out["prompt_token_ids"]), feature_specs(native_out))
-        row: dict[str, Any] = {"prompt": description, "tokens": len(native_out["prompt_token_ids"])}
-        runs = {
-            "backend": lambda out=backend_out: backend.model.get_mrope_input_positions(
-                list(out["prompt_token_ids"]), feature_specs(out)),
-            "impl": lambda out=backend_out: impl_mrope(hf_model(path, device, dtype), out),
-        }
-        for subject, run in runs.items():
+        row: dict[str, Any] = {"prompt": description,
+                               "tokens": len(native_out["prompt_token_ids"])}
+        for subject in SUBJECTS:
             try:
-                difference, row[subject] = compare_positions(expected, run())
-            except Exception as error:
+                got = subject_mrope(subject, recipe, path, subject_images, prompt, device, dtype)
+                difference, row[subject] = compare_positions(expected, got)
+            except Exception as error:  # one subject's failure is evidence
                 difference, row[subject] = error_text(error), {"error": error_text(error)}
             if difference:
                 problems.append(f"{subject} on {description!r}: {difference}")
         data["prompts"].append(row)
-    return ("; ".join(problems) or None), data
+    return summary(problems), data
+
+
+def subject_mrope(subject: str, recipe: Recipe, path: str, images: list, prompt: str,
+                  device: str, dtype: str) -> tuple[Any, int]:
+    backend = vllm_model(recipe, path, BACKEND, device, dtype)
+    out = process(backend, prompt, "image", images)
+    if subject == "impl":
+        return impl_mrope(hf_model(path, device, dtype), out)
+    return backend.model.get_mrope_input_positions(list(out["prompt_token_ids"]),
+                                                   feature_specs(out))
 
 
 # --- check_generate ----------------------------------------------------------------------------
@@ -543,13 +650,35 @@ def logprobs_difference(native: Decoded, backend: Decoded) -> tuple[str | None, 
     return difference, data
 
 
+def engine_decode(recipe: Recipe, path: str, impl: str, device: str, dtype: str,
+                  prompt: str, modality: str, items: list) -> Decoded:
+    engine = llm(recipe, path, impl, device, dtype)
+    ensure_distributed()  # a collected engine may have torn it down
+    try:
+        return decode(engine, prompt, modality, items)
+    except Exception:
+        # an in-process engine that failed mid-step is not trusted again
+        model_key = cache_key("model", path, impl, device, dtype)
+        if getattr(CACHE.entries.get(model_key), "engine", None) is engine:
+            CACHE.drop(key=model_key)
+        CACHE.drop(key=cache_key("llm", path, impl, device, dtype))
+        raise
+
+
 def check_generate(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str = "float32",
                    subject_media: MediaHook | None = None) -> tuple[str | None, dict]:
-    """Greedy decoding with logprobs on the recipe's two-item prompt, backend vs native."""
-    modality, prompt, items = two_item_inputs(recipe)
-    native = decode(llm(recipe, path, NATIVE, device, dtype), prompt, modality, items)
+    """Greedy decoding with logprobs on the recipe's two-item prompt, backend vs native; the
+    backend failing (to load or to decode) is evidence, native failing ends the check."""
+    require_native(recipe)
+    modality, prompt, items = two_item_inputs(recipe, path)
+    native = engine_decode(recipe, path, NATIVE, device, dtype, prompt, modality, items)
     subject_items = subject_media(list(items)) if subject_media else items
-    backend = decode(llm(recipe, path, BACKEND, device, dtype), prompt, modality, subject_items)
+    try:
+        backend = engine_decode(recipe, path, BACKEND, device, dtype, prompt, modality,
+                                subject_items)
+    except Exception as error:
+        return f"backend: {error_text(error)}", {"native_tokens": list(native.tokens),
+                                                 "backend": {"error": error_text(error)}}
     return logprobs_difference(native, backend)
 
 

@@ -53,9 +53,12 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
         for party in (ctx.subject, *ctx.oracles.values()):
             _ = party.processor
     except Exception as error:
-        return SuiteResult("error", "setup: " + "".join(
-            traceback.format_exception_only(type(error), error)).strip(),
-            seconds=time.monotonic() - started)
+        message = "".join(traceback.format_exception_only(type(error), error)).strip()
+        known = known_reason(fixture, check, version, subject)
+        if known and known.evidence in message:
+            return SuiteResult("xfail", f"{known.reason} [observed at setup: {message}]",
+                               seconds=time.monotonic() - started)
+        return SuiteResult("error", f"setup: {message}", seconds=time.monotonic() - started)
     failures: dict[str, Case] = {}  # evidence -> the latest (finally: minimal) case
     count = [0]
     oracle_failures: list[str] = []

@@ -1,0 +1,242 @@
+"""Model-level parity on every fixture, on CPU: vLLM's Transformers backend (and impl driving
+the HF model) against native vLLM's encoder outputs, M-RoPE positions and greedy decoding.
+
+A genuine disagreement is listed in DISAGREEMENTS: its exact evidence is asserted, then the test
+is marked xfail with the reason. Planted faults prove the checks can fail. Models are shared
+by every test through conformance.modelchecks.CACHE, so the file loads each model once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import torch
+import transformers
+
+from conformance import modelchecks as mc
+from fixtures.build import build_fixture
+from fixtures.registry import available_recipes, get_recipe
+
+pytestmark = pytest.mark.model
+
+FIXTURES = available_recipes()
+MEASURED_ON = "5.17.0"  # the transformers version DISAGREEMENTS were measured on
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    reason: str
+    evidence: str  # an exact part of the check's evidence
+
+
+_NO_AUDIO_FEATURES = (
+    "The backend (and impl, which mirrors it) encodes audio with `model.get_audio_features`, "
+    "which transformers' Qwen2AudioModel does not define (its audio tower and projector are "
+    "called inline in forward), so no Qwen2-Audio audio can be embedded; native vLLM embeds both "
+    "items ([25, 64] and [15, 64])."
+)
+_SMOLVLM_ROWS = (
+    "SmolVLMProcessor defines no `_get_num_multimodal_tokens`, so the backend's offsets path "
+    "cannot count each image's tiles and attributes pixel_values' leading batch dimension (1 "
+    "row) to two images; it rejects the prompt while processing. Native vLLM processes it."
+)
+_INTERNVL_PROCESSOR = (
+    "The backend cannot load the fixture's InternVLProcessor through vLLM's processor loader "
+    "(`InternVLProcessor.__init__()` misses `image_seq_length`, which processor_config.json "
+    "holds and plain AutoProcessor.from_pretrained reads); native vLLM loads it."
+)
+
+DISAGREEMENTS: dict[tuple[str, str], Disagreement] = {
+    ("qwen2_audio", "encoder"): Disagreement(
+        _NO_AUDIO_FEATURES,
+        "backend: AttributeError: 'Qwen2AudioModel' object has no attribute "
+        "'get_audio_features'; impl: AttributeError: 'Qwen2AudioModel' object has no attribute "
+        "'get_audio_features'"),
+    ("qwen2_audio", "generate"): Disagreement(
+        _NO_AUDIO_FEATURES + " The backend's engine raises on the first step.",
+        "backend: AttributeError: 'Qwen2AudioModel' object has no attribute "
+        "'get_audio_features'"),
+    ("qwen3_vl", "encoder"): Disagreement(
+        "Native vLLM's Qwen3-VL returns each image's embedding with its deepstack features "
+        "appended along the hidden axis (64 main + 2 deepstack levels x 64 = 192 columns), which "
+        "its language model injects into early layers; the backend keeps only "
+        "get_image_features' pooler_output (64 columns) and drops the deepstack features. The "
+        "main 64 columns agree.",
+        "backend image item 0: shape (2, 64) vs native (2, 192); native's first 64 columns: "
+        "max abs 0, rel-L2 0"),
+    ("smolvlm", "encoder"): Disagreement(
+        _SMOLVLM_ROWS,
+        "backend: ValueError: SmolVLMProcessor returned 1 row(s) of image data for 2 image(s)"),
+    ("smolvlm", "generate"): Disagreement(
+        "SmolVLMProcessor defines no `_get_num_multimodal_tokens`, which the backend's engine "
+        "calls to size the image budget at start-up.",
+        "backend: AttributeError: 'SmolVLMProcessor' object has no attribute "
+        "'_get_num_multimodal_tokens'"),
+    ("internvl", "encoder"): Disagreement(
+        _INTERNVL_PROCESSOR,
+        "backend: TypeError: InternVLProcessor.__init__() missing 1 required keyword-only "
+        "argument: 'image_seq_length'"),
+    ("internvl", "generate"): Disagreement(
+        _INTERNVL_PROCESSOR,
+        "backend: TypeError: InternVLProcessor.__init__() missing 1 required keyword-only "
+        "argument: 'image_seq_length'"),
+}
+
+
+@functools.cache
+def checkpoint(name: str) -> str:
+    return str(build_fixture(name))
+
+
+def run_check(fixture: str, check: str, **options) -> dict:
+    """The check's data when it passes; xfail on a listed disagreement with its exact evidence."""
+    recipe = get_recipe(fixture)
+    if not recipe.supports(transformers.__version__):
+        pytest.skip(f"{recipe.architecture} not in transformers {transformers.__version__}")
+    try:
+        evidence, data = mc.MODEL_CHECK_FUNCTIONS[check](recipe, checkpoint(fixture), **options)
+    except mc.NotApplicable as reason:
+        assert (fixture, check) not in DISAGREEMENTS
+        pytest.skip(f"not applicable: {reason}")
+    known = DISAGREEMENTS.get((fixture, check))
+    if known and transformers.__version__ == MEASURED_ON:
+        assert evidence is not None, f"listed as a disagreement but passed: {known.reason}"
+        assert known.evidence in evidence, evidence
+        pytest.xfail(f"{known.reason} [observed: {evidence}]")
+    assert evidence is None, evidence
+    return data
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_encoder_outputs_match_native(fixture: str) -> None:
+    data = run_check(fixture, "encoder")
+    for subject in mc.SUBJECTS:
+        rows = [row for per_modality in data[subject].values() for row in per_modality]
+        assert rows and all(row["allclose"] and "rel_l2" in row for row in rows), data[subject]
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_mrope_positions_match_native(fixture: str) -> None:
+    data = run_check(fixture, "mrope")
+    assert len(data["prompts"]) >= 4
+    for row in data["prompts"]:
+        assert all(row[s]["mismatched_positions"] == 0 for s in mc.SUBJECTS), row
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_greedy_decoding_matches_native(fixture: str) -> None:
+    data = run_check(fixture, "generate")
+    assert len(data["native_tokens"]) == mc.GENERATE_TOKENS
+
+
+def test_mrope_applies_to_qwen2_5_vl_and_not_to_llava() -> None:
+    run_check("qwen2_5_vl", "mrope")
+    with pytest.raises(mc.NotApplicable, match="does not use M-RoPE"):
+        mc.check_mrope(get_recipe("llava"), checkpoint("llava"))
+
+
+# --- planted faults ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scaled(parameter: torch.nn.Parameter, factor: float) -> Iterator[None]:
+    original = parameter.detach().clone()
+    with torch.no_grad():
+        parameter.mul_(factor)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            parameter.copy_(original)
+
+
+def swap_first_two(items: list) -> list:
+    return [items[1], items[0], *items[2:]] if len(items) > 1 else items
+
+
+def test_perturbed_native_weight_fails_encoder_naming_the_items() -> None:
+    recipe, path = get_recipe("llava"), checkpoint("llava")
+    native = mc.vllm_model(recipe, path, mc.NATIVE)
+    weight = dict(native.model.named_parameters())["multi_modal_projector.linear_1.weight"]
+    with scaled(weight, 1 + 1e-3):
+        evidence, data = mc.check_encoder(recipe, path)
+    assert evidence is not None
+    for subject in mc.SUBJECTS:
+        for index in (0, 1):
+            assert f"{subject} image item {index}: max abs" in evidence
+            assert 1e-4 < data[subject]["image"][index]["rel_l2"] < 1e-2
+    assert mc.check_encoder(recipe, path)[0] is None  # restored
+
+
+def test_images_swapped_in_the_subject_fail_mrope() -> None:
+    recipe, path = get_recipe("qwen2_5_vl"), checkpoint("qwen2_5_vl")
+    evidence, data = mc.check_mrope(recipe, path, subject_media=swap_first_two)
+    assert evidence is not None
+    assert "backend on 'recipe prompt, 2 images': " in evidence
+    assert "impl on 'recipe prompt, 2 images': " in evidence
+    assert data["prompts"][0]["backend"]["mismatched_positions"] > 0
+    # the one-image prompt has nothing to swap
+    single = next(row for row in data["prompts"] if row["prompt"].startswith("text then one"))
+    assert single["backend"]["mismatched_positions"] == 0
+
+
+def test_images_swapped_in_the_subject_fail_encoder() -> None:
+    evidence, data = mc.check_encoder(get_recipe("qwen2_5_vl"), checkpoint("qwen2_5_vl"),
+                                      subject_media=swap_first_two)
+    assert evidence is not None and "backend image item 0: max abs" in evidence
+    assert data["backend"]["image"][0]["rel_l2"] > 0.1
+
+
+# --- dtype, cache, the decoding rule -----------------------------------------------------------
+
+
+def test_bfloat16_uses_the_gpu_noise_floor_tolerance() -> None:
+    evidence, data = mc.check_encoder(get_recipe("qwen2_5_vl"), checkpoint("qwen2_5_vl"),
+                                      dtype="bfloat16")
+    assert evidence is None, evidence
+    assert data["tolerance"] == "rel-L2 <= 0.025, cosine >= 0.9998"
+
+
+def test_tolerances_follow_the_noise_floor() -> None:
+    assert mc.tolerance_for("float32") == mc.Tolerance(atol=1e-5, rtol=1e-4)
+    assert mc.tolerance_for("bf16") == mc.Tolerance(max_rel_l2=0.025, min_cosine=0.9998)
+    assert mc.tolerance_for(torch.float16) == mc.Tolerance(max_rel_l2=0.003)
+    base = torch.ones(100)
+    assert not mc.exceeds(mc.measure(base * (1 + 5e-5), base, mc.tolerance_for("float32")),
+                          mc.tolerance_for("float32"))
+    assert mc.exceeds(mc.measure(base * (1 + 5e-4), base, mc.tolerance_for("float32")),
+                      mc.tolerance_for("float32"))
+    assert mc.exceeds(mc.measure(base * 1.03, base, mc.tolerance_for("bfloat16")),
+                      mc.tolerance_for("bfloat16"))
+
+
+def test_models_are_loaded_once_per_key() -> None:
+    recipe, path = get_recipe("llava"), checkpoint("llava")
+    first = mc.vllm_model(recipe, path, mc.BACKEND)
+    assert mc.vllm_model(recipe, path, mc.BACKEND) is first
+    assert mc.hf_model(path) is mc.hf_model(path)
+    key = mc.cache_key("model", path, mc.BACKEND, "cpu", "float32")
+    assert mc.CACHE.seconds[key] > 0
+
+
+def decoded(tokens: list[int], tops: list[dict[int, float]]) -> mc.Decoded:
+    return mc.Decoded((1, 2), tuple(tokens), tuple(tops))
+
+
+def test_logprobs_rule_accepts_a_divergence_inside_both_top_k() -> None:
+    native = decoded([5, 6, 7], [{5: -1.0, 9: -1.1}, {6: -0.5, 8: -0.6}, {7: -0.1}])
+    backend = decoded([5, 8, 1], [{5: -1.0, 9: -1.1}, {8: -0.55, 6: -0.56}, {1: -0.2}])
+    difference, data = mc.logprobs_difference(native, backend)
+    assert difference is None and data["diverged_at"] == 1  # nothing after it compared
+
+
+def test_logprobs_rule_rejects_a_token_outside_the_other_top_k() -> None:
+    native = decoded([5, 6], [{5: -1.0}, {6: -0.5, 8: -0.6}])
+    backend = decoded([5, 3], [{5: -1.2}, {3: -0.4, 4: -0.7}])
+    difference, data = mc.logprobs_difference(native, backend)
+    assert difference is not None and difference.startswith("step 1: native token 6")
+    assert data["max_logprob_diff"] == pytest.approx(0.2)

@@ -1,0 +1,30 @@
+"""The `real` profiles: the mirrored checkpoints' processor geometry with tiny weights, so token
+counts per item, tiling and padding are what users see. Slower: `pytest -m slow`."""
+
+import pytest
+import transformers
+
+from conformance.smoke import check_processing, judge
+from fixtures.build import build_fixture
+from fixtures.registry import available_recipes, get_recipe
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+
+@pytest.mark.parametrize("name", available_recipes())
+def test_every_recipe_has_a_real_profile(name):
+    assert "real" in get_recipe(name).profiles
+
+
+@pytest.mark.parametrize("name", [n for n in available_recipes()
+                                  if "real" in get_recipe(n).profiles])
+def test_real_profile_native_and_backend_processing_agree(name):
+    recipe = get_recipe(name)
+    if not recipe.supports(transformers.__version__):
+        pytest.skip(f"{recipe.architecture} not in transformers {transformers.__version__}")
+    path = build_fixture(name, "real")
+    difference, data = check_processing(recipe, str(path))
+    verdict = judge(name, "processing", transformers.__version__, difference, data, 0.0)
+    if verdict.status == "xfail":
+        pytest.xfail(verdict.detail)
+    assert verdict.status == "pass", verdict.detail
