@@ -55,12 +55,28 @@ _GEMMA3_LEGACY_RANGES = (
     "the soft tokens. The embedding positions agree; offsets and lengths do not."
 )
 _SUBJECTS = ("vllm-backend", "impl")
-_INTERNVL_LEGACY = (
-    "Legacy path: InternVLProcessor.image_token_ids includes '<img>' and '</img>', and the "
-    "backend takes every token among a processor's image_token_ids as an embedding position, "
-    "so each item gets 2 embedding positions more than the encoder produces rows (native vLLM "
-    "embeds only the <IMG_CONTEXT> tokens). Shown by impl; vLLM's backend cannot reach it (its "
-    "processor cannot be created, see the InternVL entry)."
+
+def _structure_tokens_embedded(tokens: str, note: str = "") -> str:
+    return (
+        f"Legacy path: the processor's image_token_ids include {tokens}, and the backend takes "
+        "every token among image_token_ids as an embedding position, so each item gets more "
+        "embedding positions than the encoder produces rows (native vLLM embeds only the image "
+        f"token itself).{note}"
+    )
+
+
+_INTERNVL_LEGACY = _structure_tokens_embedded(
+    "'<img>' and '</img>'", " Shown by impl; vLLM's backend cannot reach it (its processor "
+    "cannot be created, see the InternVL entry).")
+_PIXTRAL_LEGACY = _structure_tokens_embedded("[IMG_BREAK] and [IMG_END]")
+_AYA_LEGACY = _structure_tokens_embedded("the tile markers and <|START_OF_IMG|>/<|END_OF_IMG|>")
+_TILE_PADDING = (
+    "{name}'s image processor pads every image's tiles to the largest tile count in the batch "
+    "(pixel_values [items, max_tiles, 3, h, w]); its image_sizes are the original sizes, not "
+    "the padded trailing dimensions, so the backend does not unpad them and an image processed "
+    "alone has fewer tile rows than inside a batch: its data, and what vLLM's processor cache "
+    "stores under its hash, depend on its neighbours. Native vLLM's processor gives the same "
+    "shapes."
 )
 
 _BARE_ASSERT = (
@@ -87,6 +103,20 @@ KNOWN: tuple[Known, ...] = (
           "checkpoint. Native vLLM names transformers' class explicitly and works.",
           evidence="missing 1 required keyword-only argument: 'image_seq_length'",
           subjects=("vllm-backend",)),
+    *(Known(fixture, check, _TILE_PADDING.format(name=name), evidence=".pixel_values: shape",
+            subjects=_SUBJECTS)
+      for fixture, name in (("llava_next", "LlavaNext"), ("llava_onevision", "LlavaOnevision"))
+      for check in ("cache", "slicing")),
+    *(Known(fixture, "cache", _TILE_PADDING.format(name=name),
+            evidence="the hash depends on its neighbours", subjects=("impl",))
+      for fixture, name in (("llava_next", "LlavaNext"), ("llava_onevision", "LlavaOnevision"))),
+    *(Known(fixture, check, reason, evidence=evidence, max_version="5.15.0")
+      for fixture, reason in (("pixtral", _PIXTRAL_LEGACY), ("mistral3", _PIXTRAL_LEGACY),
+                              ("aya_vision", _AYA_LEGACY))
+      for check, evidence in (("processing", "embedding positions differ"),
+                              ("model", "multimodal tokens to"),
+                              ("placeholders", "embedding positions differ"),
+                              ("embed-count", "embedding positions but the encoder produces"))),
     Known("internvl", "placeholders", _INTERNVL_LEGACY, evidence="embedding positions differ",
           max_version="5.15.0", subjects=("impl",)),
     Known("internvl", "embed-count", _INTERNVL_LEGACY,
@@ -140,9 +170,12 @@ KNOWN: tuple[Known, ...] = (
 )
 
 
-def known_reason(fixture: str, check: str, version: str,
-                 subject: str | None = None) -> Known | None:
+def known_reason(fixture: str, check: str, version: str, subject: str | None = None,
+                 observed: str | None = None) -> Known | None:
+    """The entry for this cell; given the observed difference, the one whose evidence it shows
+    (None if no entry explains it)."""
     for entry in KNOWN:
         if entry.applies(fixture, check, version, subject):
-            return entry
+            if observed is None or entry.evidence in observed:
+                return entry
     return None

@@ -128,8 +128,12 @@ class HfSubject:
         else:
             raise ValueError(f"{type(self.processor).__name__} returned no mm_token_type_ids")
         spans = split_marked(marked, self.counts(case))
+        # An item's marked tokens need not be contiguous (Aya Vision marks `TILE` of the
+        # `TILE_1` it writes): its placeholder runs from its first to its last marked token.
         placeholders = tuple(
-            Placeholder(span[0], len(span), tuple(p for p in span if ids[p] == self.embed_token_id))
+            Placeholder(span[0], span[-1] - span[0] + 1,
+                        tuple(p for p in range(span[0], span[-1] + 1)
+                              if ids[p] == self.embed_token_id))
             for span in spans
         )
         return ProcessedPrompt(ids, {case.modality: placeholders} if placeholders else {})

@@ -54,8 +54,8 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             _ = party.processor
     except Exception as error:
         message = "".join(traceback.format_exception_only(type(error), error)).strip()
-        known = known_reason(fixture, check, version, subject)
-        if known and known.evidence in message:
+        known = known_reason(fixture, check, version, subject, observed=message)
+        if known:
             return SuiteResult("xfail", f"{known.reason} [observed at setup: {message}]",
                                seconds=time.monotonic() - started)
         return SuiteResult("error", f"setup: {message}", seconds=time.monotonic() - started)
@@ -100,12 +100,12 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
     if not found:
         return SuiteResult("pass", examples=count[0], seconds=seconds,
                            oracle_failures=len(oracle_failures), oracle_note=note)
-    known = known_reason(fixture, check, version, subject)
-    unknown = [e for e in found if not (known and known.evidence in e)]
+    unknown = [e for e in found if not known_reason(fixture, check, version, subject, e)]
     evidence = (unknown or found)[0]
     case = failures[evidence]
     path = write_reproducer(check, subject, fault, case, version, evidence, repro_dir)
     status = "fail" if unknown else "xfail"
+    known = known_reason(fixture, check, version, subject, evidence)
     detail = evidence if unknown else f"{known.reason} [observed: {evidence}]"
     if len(found) > 1:
         detail += f" (+{len(found) - 1} other distinct failure(s))"
