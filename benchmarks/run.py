@@ -1,0 +1,253 @@
+"""Benchmarks of the harness, each a ratio measured in one run; writes reports/bench.json.
+
+    .venv/bin/python benchmarks/run.py [--only overhead,throughput,switch,vllm-approach,cold-start]
+
+- overhead: for one fixture and the same generated cases, the time of the processing checks
+  divided by the time of the raw HF processor calls those checks make (target <= 1.2);
+- throughput: matrix cells per minute with 1 and 2 workers, and the default matrix's
+  processing cells extrapolated (target: <= 15 minutes);
+- switch: switching transformers versions (a fresh overlay) against building a new
+  environment with that version (target: ratio <= 0.1 and <= 20 s);
+- vllm-approach: cached-vs-uncached comparisons done as vLLM's test_common.py does them
+  (a baseline and a cached processor per comparison) against this harness's cache check;
+- cold-start: the model cold start per tiny fixture (benchmarks/cold_start.py, target <= 5 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def timed_processor_calls():
+    """Patch the HF processors' and tokenizers' entry points to add up the time spent inside
+    them (outermost calls only)."""
+    from transformers.processing_utils import ProcessorMixin
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+    spent = [0.0, 0]
+    originals = {}
+    for base, names in ((ProcessorMixin, ("__call__",)),
+                        (PreTrainedTokenizerBase, ("__call__", "encode", "decode"))):
+        for cls in {base, *_subclasses(base)}:
+            for name in names:
+                if name in cls.__dict__:
+                    originals[(cls, name)] = cls.__dict__[name]
+
+    def wrap(original):
+        def call(self, *args, **kwargs):
+            if getattr(_depth, "n", 0):
+                return original(self, *args, **kwargs)
+            _depth.n = 1
+            started = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - started
+                spent[1] += 1
+                _depth.n = 0
+        return call
+
+    for (cls, name), original in originals.items():
+        setattr(cls, name, wrap(original))
+    return spent
+
+
+class _Depth:
+    n = 0
+
+
+_depth = _Depth()
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def generate_cases(recipe, count: int) -> list:
+    """`count` cases from the suites' strategy, the same on every run."""
+    from hypothesis import given, settings
+
+    from conformance.strategies import cases
+
+    generated = []
+
+    @settings(max_examples=count, database=None, derandomize=True)
+    @given(cases(recipe))
+    def collect(case):
+        generated.append(case)
+
+    collect()
+    return generated[:count]
+
+
+def bench_overhead(fixture: str = "qwen2_5_vl", examples: int = 20) -> dict:
+    """impl's processing checks over the same cases: total time / time in HF processor calls."""
+    import transformers  # noqa: F401  (import before patching)
+
+    from conformance.checks import get_check
+    from conformance.context import make_context
+
+    ctx = make_context(fixture, "impl")
+    _ = ctx.subject.processor
+    generated = generate_cases(ctx.recipe, examples)
+    checks = [get_check(c) for c in ("prompt-ids", "placeholders", "slicing")]
+    ctx.oracles = {}  # the subject's own processing only: what the HF calls are for
+    spent = timed_processor_calls()
+    started = time.perf_counter()
+    for case in generated:
+        for check in checks:
+            if check.ID == "slicing":
+                check.run(ctx, case)
+            else:
+                ctx.subject.process(case)
+    total = time.perf_counter() - started
+    return {"fixture": fixture, "cases": len(generated), "seconds_total": round(total, 3),
+            "seconds_in_hf_processor": round(spent[0], 3), "hf_calls": spent[1],
+            "ratio": round(total / spent[0], 3), "target": 1.2}
+
+
+def bench_throughput(fixtures: str = "llava,qwen2_5_vl,idefics3", versions: str = "5.12.1,5.17.0"
+                     ) -> dict:
+    """Cells per minute with 1 and 2 workers on the processing checks."""
+    from conformance.checks import CHECK_IDS
+    from conformance.versions import DEFAULT_VERSIONS
+    from fixtures.registry import RECIPE_MODULES
+
+    out = {}
+    checks = ",".join(("processing", *CHECK_IDS))
+    for jobs in (1, 2):
+        with tempfile.TemporaryDirectory() as folder:
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "conformance", "run", "--fixtures", fixtures,
+                            "--versions", versions, "--checks", checks, "--jobs", str(jobs),
+                            "--output", folder], capture_output=True, cwd=ROOT)
+            seconds = time.perf_counter() - started
+            cells = len(json.loads((Path(folder) / "results.json").read_text())["cells"])
+        out[f"jobs_{jobs}"] = {"cells": cells, "seconds": round(seconds, 1),
+                               "cells_per_minute": round(60 * cells / seconds, 1)}
+    default_cells = len(RECIPE_MODULES) * len(DEFAULT_VERSIONS) * (1 + 2 * len(CHECK_IDS))
+    best = max(v["cells_per_minute"] for v in out.values())
+    out["default_matrix_processing_cells"] = default_cells
+    out["default_matrix_minutes_estimate"] = round(default_cells / best, 1)
+    out["target_minutes"] = 15
+    return out
+
+
+def bench_switch(version: str = "5.14.1") -> dict:
+    """A fresh overlay for `version` against a new environment holding it."""
+    from conformance import versions
+
+    target = versions.overlay_dir(version)
+    shutil.rmtree(target, ignore_errors=True)
+    started = time.perf_counter()
+    versions.ensure_overlay(version)
+    switch = time.perf_counter() - started
+    lock = ROOT / "env" / "requirements-cpu.lock"
+    with tempfile.TemporaryDirectory() as folder:
+        pinned = Path(folder) / "lock.txt"
+        pins = versions.resolve_pins(version)
+        names = {p.split("==")[0] for p in pins}
+        lines = [ln for ln in lock.read_text().splitlines()
+                 if ln.split("==")[0].strip() not in names]
+        pinned.write_text("\n".join([*lines, *pins]) + "\n")
+        uv = str(Path(sys.prefix) / "bin" / "uv")
+        started = time.perf_counter()
+        subprocess.run([uv, "venv", "-q", "--python", sys.executable, f"{folder}/venv"],
+                       check=True)
+        subprocess.run([uv, "pip", "install", "-q", "--python", f"{folder}/venv/bin/python",
+                        "--no-deps", "-r", str(pinned)], check=True,
+                       env={**os.environ, "UV_NATIVE_TLS": "1"})
+        build = time.perf_counter() - started
+    return {"version": version, "switch_seconds": round(switch, 2),
+            "new_environment_seconds": round(build, 1), "ratio": round(switch / build, 4),
+            "target_ratio": 0.1, "target_seconds": 20,
+            "note": "both from a warm uv cache; a cold cache makes the environment far slower"}
+
+
+def bench_vllm_approach(fixture: str = "llava", comparisons: int = 8) -> dict:
+    """test_common.py's way (a fresh baseline and cached processor per comparison over random
+    batches) against this harness (processors built once, cases shared) for the same number of
+    cached-vs-uncached comparisons."""
+    from conformance.checks.compare import output_difference
+    from conformance.context import make_context
+    from conformance.subjects import VllmSubject
+
+    ctx = make_context(fixture, "vllm-backend")
+    generated = generate_cases(ctx.recipe, comparisons)
+    started = time.perf_counter()
+    for case in generated:  # vLLM's way: new processors for each comparison
+        fresh = VllmSubject("vllm-backend", "transformers", ctx.path, ctx.recipe)
+        baseline = fresh.process(case)
+        cached = VllmSubject("vllm-backend", "transformers", ctx.path, ctx.recipe)
+        assert output_difference(baseline, cached.process(case, cache=cached.new_cache())) is None
+    theirs = time.perf_counter() - started
+    subject = ctx.subject
+    _ = subject.processor
+    started = time.perf_counter()
+    for case in generated:  # ours: one processor, one cache
+        cache = subject.new_cache()
+        assert output_difference(subject.process(case), subject.process(case, cache=cache)) is None
+    ours = time.perf_counter() - started
+    return {"fixture": fixture, "comparisons": len(generated),
+            "vllm_test_common_seconds": round(theirs, 2), "harness_seconds": round(ours, 2),
+            "speedup": round(theirs / ours, 1)}
+
+
+def bench_cold_start() -> dict:
+    script = ROOT / "benchmarks" / "cold_start.py"
+    if not script.exists():
+        return {"skipped": "benchmarks/cold_start.py missing"}
+    out = subprocess.run([sys.executable, str(script), "--json"], capture_output=True, text=True,
+                         cwd=ROOT)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": (out.stderr or out.stdout).strip()[-500:]}
+
+
+BENCHES = {
+    "overhead": bench_overhead,
+    "throughput": bench_throughput,
+    "switch": bench_switch,
+    "vllm-approach": bench_vllm_approach,
+    "cold-start": bench_cold_start,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated benchmarks (default: all)")
+    parser.add_argument("--output", default=str(ROOT / "reports" / "bench.json"))
+    args = parser.parse_args()
+    chosen = [b for b in (args.only or ",".join(BENCHES)).split(",") if b]
+    path = Path(args.output)
+    results = json.loads(path.read_text()) if path.exists() else {}
+    for name in chosen:
+        started = time.perf_counter()
+        results[name] = BENCHES[name]()
+        results[name]["measured"] = time.strftime("%Y-%m-%d")
+        print(f"{name} ({time.perf_counter() - started:.0f} s): {json.dumps(results[name])}",
+              flush=True)
+    results["machine"] = f"{os.cpu_count()} cores"
+    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
