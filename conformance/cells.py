@@ -11,11 +11,11 @@ import time
 import traceback
 
 from conformance.checks import CHECK_IDS
-from conformance.smoke import SMOKE_CHECKS
+from conformance.smoke import MODEL_CHECKS, SMOKE_CHECKS
 from conformance.smoke import run_cell as run_smoke_cell
 from conformance.verdict import CellKey, Verdict
 
-ALL_CHECKS = (*SMOKE_CHECKS, *CHECK_IDS)
+ALL_CHECKS = (*SMOKE_CHECKS, *MODEL_CHECKS, *CHECK_IDS)
 
 
 def run_cell(key: CellKey) -> Verdict:
@@ -34,7 +34,7 @@ def run_cell(key: CellKey) -> Verdict:
     except KeyError as error:
         return Verdict(key.fixture, key.version, key.check, "error", str(error).strip('"'),
                        subject=key.subject)
-    if key.check in SMOKE_CHECKS:
+    if key.check in SMOKE_CHECKS or key.check in MODEL_CHECKS:
         verdict = run_smoke_cell(recipe, key.check, key.version,
                                  lambda name: str(build_fixture(name)))
         verdict.subject = key.subject

@@ -16,10 +16,15 @@ class Known:
     fixture: str  # "*": every fixture
     check: str
     reason: str  # the exact difference and its cause
-    evidence: str  # must appear in the observed difference, so a new failure is not hidden
+    evidence: str | tuple[str, ...]  # one must appear in what was observed: a new failure of
+    # the same cell is not hidden behind a known one
     min_version: str | None = None  # inclusive
     max_version: str | None = None  # exclusive
     subjects: tuple[str, ...] = ()  # suite subjects it concerns; empty: any
+
+    def shown_by(self, observed: str) -> bool:
+        options = (self.evidence,) if isinstance(self.evidence, str) else self.evidence
+        return any(option in observed for option in options)
 
     def applies(self, fixture: str, check: str, version: str, subject: str | None = None) -> bool:
         if self.check not in ("*", check) or self.fixture not in ("*", fixture):
@@ -86,7 +91,88 @@ _BARE_ASSERT = (
     "assert is stripped. impl mirrors it."
 )
 
+_SMOLVLM = (
+    "SmolVLMProcessor defines no `_get_num_multimodal_tokens` (5.12.1 to 5.24.0), which the "
+    "backend needs to size each image's rows (Offsets path: 'cannot be split into the [1, 1] "
+    "row(s) per image') and to start the model; on the Legacy path its output has no "
+    "mm_token_type_ids either. The backend cannot serve SmolVLM; native vLLM does."
+)
+_PALIGEMMA_OFFSETS = (
+    "PaliGemma prompts hold no image token: the processor (and native vLLM) put the image "
+    "tokens and BOS in front of the text itself. The backend's Offsets path only replaces image "
+    "tokens present in the prompt, so it cannot place the image ('Failed to apply prompt "
+    "replacement'); writing '<image>' into the prompt does not help either."
+)
+_PALIGEMMA_LEGACY = (
+    "Legacy path, three differences: native vLLM's placeholder covers the image tokens and the "
+    "BOS after them (length n+1, is_embed on the image tokens) while the backend's covers the "
+    "image tokens only; the backend keeps the HF processor's ids, which differ from native "
+    "vLLM's after the text; and the backend treats PaliGemma's text-dependent `labels` output "
+    "as an image field, so an image's data (and hash) change with the prompt around it."
+)
+
+_GEMMA3N = (
+    "Gemma3n: transformers 5.12.1's Gemma3nProcessor defines no `_get_num_multimodal_tokens` "
+    "(the Legacy path needs it for images); the backend cannot start the model because "
+    "Gemma3nAudioConfig names none of max_source_positions / max_position_embeddings / "
+    "max_pos_emb ('Unable to get max input length'); from 5.15 the processor reports no "
+    "text_replacement_offsets on 5.17.0; on 5.24.0 the backend's dummy text writes Gemma3's "
+    "<start_of_image> for any processor whose name contains 'gemma3', which Gemma3nProcessor "
+    "rejects; audio ranges cover only the soft tokens on the Legacy path (native: the whole "
+    "'\\n\\n<start_of_audio>…<end_of_audio>\\n\\n') and newline runs are not re-merged on the "
+    "Offsets path, as for Gemma3."
+)
+_NO_AUDIO_FEATURES = (
+    "The backend encodes audio with `model.get_audio_features`, which transformers' "
+    "Qwen2AudioModel does not define (5.12.1 to 5.24.0): neither the backend nor impl can "
+    "embed Qwen2-Audio's audio. Native vLLM serves it."
+)
+_DEEPSTACK = (
+    "Qwen3-VL: the backend keeps only the first output of get_image_features and drops the "
+    "DeepStack features native vLLM appends to each image embedding (backend rows of width "
+    "hidden_size vs native hidden_size x (1 + DeepStack levels)); native's first hidden_size "
+    "columns equal the backend's."
+)
+_IDEFICS3_520 = (
+    "Idefics3 on transformers 5.20.2 (upgrade candidate): the backend's image features for a "
+    "batch of two images come back as one embedding, so vLLM cannot assign them to the two "
+    "placeholders. Measured on 5.20.2; 5.17.0 passes."
+)
+_VOXTRAL = (
+    "Voxtral (tekken.json tokenizer): vLLM refuses Mistral tokenizer files with "
+    "tokenizer_mode='hf' below transformers 5.15.0; from 5.15 the backend cannot load the "
+    "processor ('not supported by MistralCommonBackend.from_pretrained'), and VoxtralProcessor "
+    "rejects text holding [AUDIO] (it requires apply_chat_template), so neither the backend nor "
+    "the HF processor can expand a prompt with audio."
+)
+
 KNOWN: tuple[Known, ...] = (
+    Known("gemma3n", "*", _GEMMA3N, subjects=_SUBJECTS,
+          evidence=("_get_num_multimodal_tokens", "Unable to get max input length",
+                    "returned no text replacement offsets", "start_of_image",
+                    "expected offset=", "native offset=", "prompt ids differ",
+                    "a bare assertion instead of a clear error")),
+    *(Known(fixture, check, reason, evidence=evidence, min_version=since)
+      for fixture, check, reason, evidence, since in (
+          ("qwen2_audio", "encoder", _NO_AUDIO_FEATURES, "get_audio_features", "5.13.0"),
+          ("qwen2_audio", "generate", _NO_AUDIO_FEATURES, "get_audio_features", "5.13.0"),
+          ("qwen3_vl", "encoder", _DEEPSTACK, "shape (", None),
+          ("idefics3", "encoder", _IDEFICS3_520, "gave 1 embedding(s)", "5.20.0"),
+          ("idefics3", "generate", _IDEFICS3_520, "got len(mm_embeddings)=1", "5.20.0"),
+          ("idefics3", "model", _IDEFICS3_520, "got len(mm_embeddings)=1", "5.20.0"),
+      )),
+    Known("voxtral", "*", _VOXTRAL, subjects=_SUBJECTS,
+          evidence=("requires transformers>=5.15.0", "MistralCommonBackend",
+                    "which is not supported by VoxtralProcessor", "apply_chat_template",
+                    "every generated case was discarded")),
+    Known("smolvlm", "*", _SMOLVLM, subjects=_SUBJECTS,
+          evidence=("_get_num_multimodal_tokens", "row(s) of image data for",
+                    "mm_token_type_ids")),
+    Known("paligemma", "*", _PALIGEMMA_OFFSETS, evidence="Failed to apply prompt replacement",
+          min_version="5.15.0", subjects=_SUBJECTS),
+    Known("paligemma", "*", _PALIGEMMA_LEGACY, max_version="5.15.0", subjects=_SUBJECTS,
+          evidence=("native offset=0 length=5", "expected offset=0 length=5",
+                    "prompt ids differ", ".labels: shape", "the hash depends on its neighbours")),
     Known("*", "cache",
           "Legacy path (transformers < 5.15.0): the backend's LegacyMultiModalProcessor "
           "overrides apply() and so bypasses vLLM's multimodal processor cache by design; a "
@@ -176,6 +262,6 @@ def known_reason(fixture: str, check: str, version: str, subject: str | None = N
     (None if no entry explains it)."""
     for entry in KNOWN:
         if entry.applies(fixture, check, version, subject):
-            if observed is None or entry.evidence in observed:
+            if observed is None or entry.shown_by(observed):
                 return entry
     return None

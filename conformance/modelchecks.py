@@ -18,11 +18,14 @@ uses `LLM(...)`.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import math
 import os
+import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,8 +237,6 @@ def vllm_config_for(path: str, impl: str, limits: dict[str, int], device: str,
 
 def ensure_distributed() -> None:
     """A single-process group, as a vLLM worker sets up (and `LLM` reuses once it exists)."""
-    import contextlib
-
     import torch
     from vllm.config import VllmConfig, get_current_vllm_config_or_none, set_current_vllm_config
     from vllm.distributed import parallel_state
@@ -249,7 +250,9 @@ def ensure_distributed() -> None:
         if current is None:
             stack.enter_context(set_current_vllm_config(VllmConfig()))
         if not torch.distributed.is_initialized():
-            init = f"file://{tempfile.mkdtemp(prefix='modelchecks-dist-')}/store"
+            folder = tempfile.mkdtemp(prefix="modelchecks-dist-")
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
+            init = f"file://{folder}/store"
             parallel_state.init_distributed_environment(1, 0, init, 0,
                                                         current_platform.dist_backend)
         parallel_state.initialize_model_parallel(1, 1)
@@ -315,20 +318,39 @@ def build_hf_model(path: str, device: str, dtype: str) -> Any:
     import torch
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
-    from vllm.config import set_current_vllm_config
 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report lists the unused lm_head
-    # Loading the backend decorates transformers' decoder classes process-wide (vLLM's
-    # torch.compile wrapper), whose __init__ then needs a current vLLM config; with compilation
-    # off the wrapper only forwards.
-    config = vllm_config_for(path, NATIVE, {}, device, dtype)
     try:
-        with set_current_vllm_config(config):
+        with hf_init_context(path):
             model = AutoModel.from_pretrained(path, dtype=getattr(torch, dtype))
     finally:
         hf_logging.set_verbosity(verbosity)
     return model.to(device).eval()
+
+
+@contextlib.contextmanager
+def hf_init_context(path: str) -> Iterator[None]:
+    """Where a transformers model of checkpoint `path` may be instantiated. Loading the backend
+    decorates transformers' model classes process-wide (vLLM's torch.compile wrapper), whose
+    __init__ then needs a current vLLM config describing a model; with compilation off the
+    wrapper only forwards. (Building a fixture checkpoint after the backend has loaded fails
+    the same way, so build fixtures before loading models.)"""
+    from vllm.config import get_current_vllm_config_or_none, set_current_vllm_config
+
+    if get_current_vllm_config_or_none() is not None:
+        yield
+        return
+    with set_current_vllm_config(any_vllm_config(path)):
+        yield
+
+
+def any_vllm_config(path: str) -> Any:
+    """A VllmConfig for `path`: native's, else the backend's (each fails on some models)."""
+    try:
+        return vllm_config_for(path, NATIVE, {}, "cpu", "float32")
+    except Exception:
+        return vllm_config_for(path, BACKEND, {}, "cpu", "float32")
 
 
 def hf_model(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
@@ -362,7 +384,7 @@ def require_native(recipe: Recipe) -> None:
 
 def native_config(recipe: Recipe, path: str) -> Any:
     """Native vLLM's ModelConfig, for what it says about the model without loading it."""
-    return CACHE.get(("config", str(path)),
+    return CACHE.get(cache_key("config", path, NATIVE, "cpu", "float32"),
                      lambda: model_config(path, NATIVE, limits_for(recipe), "float32"))
 
 
@@ -404,11 +426,13 @@ def embed(out: Any, device: str, run: Callable[..., Sequence[Any]]) -> dict[str,
     ordered = items_in_prompt_order(out)
     outputs: list = []
     with torch.inference_mode():
-        for _, count, batch in group_and_batch_mm_kwargs([(m, item) for m, _, item in ordered],
-                                                         device=device):
+        for modality, count, batch in group_and_batch_mm_kwargs(
+                [(m, item) for m, _, item in ordered], device=device):
             got = list(run(**batch))
             if len(got) != count:
-                raise ValueError(f"a batch of {count} item(s) gave {len(got)} embedding(s)")
+                shapes = [tuple(e.shape) for e in got]
+                raise ValueError(f"a batch of {count} {modality} item(s) gave {len(got)} "
+                                 f"embedding(s), of shapes {shapes}")
             outputs.extend(got)
     per_modality: dict[str, list] = {}
     for (modality, _, _), embedding in zip(ordered, outputs, strict=True):

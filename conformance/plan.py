@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from conformance.smoke import SMOKE_CHECKS
+from conformance.smoke import MODEL_CHECKS, NATIVE_ONLY, SMOKE_CHECKS
 from conformance.verdict import CellKey
 from conformance.versions import in_vllm_window, parse_version
 
@@ -12,7 +12,8 @@ SMOKE_SUBJECT = "vllm-backend"  # the smoke checks compare vLLM's backend with n
 
 
 def model_versions(versions: Sequence[str]) -> tuple[str, ...]:
-    """Loading models is the slow part: `model` runs on vLLM's window plus the first beyond."""
+    """Loading models is the slow part: `model`, `encoder`, `mrope` and `generate` run on
+    vLLM's window plus the first version beyond it."""
     beyond = [v for v in versions if not in_vllm_window(v)]
     return tuple(v for v in versions if in_vllm_window(v) or v == (beyond or [None])[0])
 
@@ -25,8 +26,8 @@ def expand_cells(fixtures: Iterable[str], versions: Iterable[str], subjects: Ite
     for version in sorted(versions, key=parse_version):
         for fixture in fixtures:
             for check in checks:
-                if check in SMOKE_CHECKS:
-                    if check != "model" or version in model_on:
+                if check in SMOKE_CHECKS or check in MODEL_CHECKS:
+                    if check not in NATIVE_ONLY or version in model_on:
                         cells.append(CellKey(fixture, version, SMOKE_SUBJECT, check))
                     continue
                 cells.extend(CellKey(fixture, version, s, check) for s in subjects)

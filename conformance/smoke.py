@@ -20,27 +20,39 @@ from conformance.verdict import Verdict
 from fixtures.recipe import Recipe
 
 SMOKE_CHECKS = ("processing", "model")
+# Model-level parity (conformance/modelchecks.py), run like the smoke checks: vLLM's backend
+# (and impl on the HF model) against native vLLM on the recipe's own prompt
+MODEL_CHECKS = ("encoder", "mrope", "generate")
+NATIVE_ONLY = ("model", *MODEL_CHECKS)
 ITEMS_PER_PROMPT = 2
 
 
+def items_per_prompt(recipe: Recipe) -> int:
+    return min(ITEMS_PER_PROMPT, recipe.max_items)
+
+
 def _inputs(recipe: Recipe) -> tuple[str, str, dict, dict[str, int]]:
-    modality = recipe.modalities[0]
-    prompt = recipe.render_prompt(modality, ITEMS_PER_PROMPT)
-    mm_data = oracle.as_mm_data(modality, make_items(modality, ITEMS_PER_PROMPT))
-    return modality, prompt, mm_data, {modality: ITEMS_PER_PROMPT}
+    modality, count = recipe.modalities[0], items_per_prompt(recipe)
+    prompt = recipe.render_prompt(modality, count)
+    mm_data = oracle.as_mm_data(modality, make_items(modality, count))
+    return modality, prompt, mm_data, {modality: count}
 
 
 def smoke_case(recipe: Recipe) -> Case:
     """The recipe's two-item prompt as a case (for the subjects' adapters)."""
-    modality = recipe.modalities[0]
-    segments = tuple(re.split(r"\{\d\}", recipe.prompt))
-    segments += ("",) * (ITEMS_PER_PROMPT + 1 - len(segments))
+    modality, count = recipe.modalities[0], items_per_prompt(recipe)
+    placeholder = recipe.placeholder[modality]
+    if placeholder:
+        segments = tuple(re.split(r"\{\d\}", recipe.render_prompt(modality, count).replace(
+            placeholder, "{0}")))
+    else:  # the model places its items itself (PaliGemma): the prompt is plain text
+        segments = (recipe.render_prompt(modality, count), *[""] * count)
     if modality == "image":
         media = tuple(Media("image", height=h, width=w, seed=i)
-                      for i, (h, w) in enumerate(IMAGE_SIZES[:ITEMS_PER_PROMPT]))
+                      for i, (h, w) in enumerate(IMAGE_SIZES[:count]))
     else:
         media = tuple(Media("audio", samples=int(seconds * SAMPLING_RATE), seed=i)
-                      for i, seconds in enumerate(AUDIO_SECONDS[:ITEMS_PER_PROMPT]))
+                      for i, seconds in enumerate(AUDIO_SECONDS[:count]))
     return Case(recipe.name, modality, segments, media)
 
 
@@ -96,19 +108,32 @@ CHECKS: dict[str, Callable[[Recipe, str], tuple[str | None, dict]]] = {
 }
 
 
+class _Never(Exception):
+    """Matches nothing: the default for a check that is always applicable."""
+
+
 def run_cell(recipe: Recipe, check: str, version: str, build: Callable[[str], str]) -> Verdict:
     started = time.monotonic()
     if not recipe.supports(version):
         return Verdict(recipe.name, version, check, "n/a",
                        f"{recipe.architecture} not in transformers {version}"
                        + (f": {recipe.version_reason}" if recipe.version_reason else ""))
-    if check == "model" and not recipe.native_in_vllm:
+    if check in NATIVE_ONLY and not recipe.native_in_vllm:
         return Verdict(recipe.name, version, check, "n/a",
-                       f"vLLM 0.31.0 has no native {recipe.architecture} to compare the greedy "
-                       "step with")
+                       f"vLLM 0.31.0 has no native {recipe.architecture} model to compare with")
+    not_applicable: type[Exception] = _Never
     try:
+        if check in MODEL_CHECKS:
+            from conformance.modelchecks import MODEL_CHECK_FUNCTIONS, NotApplicable
+
+            not_applicable, function = NotApplicable, MODEL_CHECK_FUNCTIONS[check]
+        else:
+            function = CHECKS[check]
         path = build(recipe.name)
-        difference, data = CHECKS[check](recipe, path)
+        difference, data = function(recipe, path)
+    except not_applicable as error:
+        return Verdict(recipe.name, version, check, "n/a", str(error),
+                       time.monotonic() - started)
     except Exception as error:  # a cell's error is its verdict, never the run's end
         tail = "".join(traceback.format_exception_only(type(error), error)).strip()
         known = known_reason(recipe.name, check, version, observed=tail)

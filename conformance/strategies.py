@@ -63,6 +63,6 @@ def media(recipe: Recipe, modality: str) -> st.SearchStrategy[Media]:
 @st.composite
 def cases(draw, recipe: Recipe, max_items: int = MAX_ITEMS) -> Case:
     modality = draw(st.sampled_from(recipe.modalities))
-    count = draw(st.integers(1, max_items))
+    count = draw(st.integers(1, min(max_items, recipe.max_items)))
     items = draw(st.lists(media(recipe, modality), min_size=count, max_size=count))
     return Case(recipe.name, modality, draw(text_segments(count + 1)), tuple(items))

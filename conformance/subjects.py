@@ -123,11 +123,9 @@ class HfSubject:
         if type_ids is not None:
             marked = [i for i, t in enumerate(type_ids[0].tolist())
                       if t == _TYPE_IDS[case.modality]]
-        elif case.modality == "audio":  # older processors mark nothing: the token itself does
+        else:  # older processors mark nothing: runs of the model's own token stand in
             marked = [i for i, t in enumerate(ids) if t == self.embed_token_id]
-        else:
-            raise ValueError(f"{type(self.processor).__name__} returned no mm_token_type_ids")
-        spans = split_marked(marked, self.counts(case))
+        spans = split_marked(marked, self.counts(case) if type_ids is not None else None)
         # An item's marked tokens need not be contiguous (Aya Vision marks `TILE` of the
         # `TILE_1` it writes): its placeholder runs from its first to its last marked token.
         placeholders = tuple(

@@ -38,11 +38,26 @@ def keys_from_args(argv: list[str]) -> list:
                         args.subjects.split(","), args.checks.split(","))
 
 
+def build_all(fixtures: set[str]) -> None:
+    """Build every fixture first: once vLLM's backend has loaded a model, transformers' model
+    classes are patched for the whole process and building a checkpoint fails."""
+    from fixtures.build import build_fixture
+    from fixtures.registry import get_recipe
+
+    for name in sorted(fixtures):
+        try:
+            get_recipe(name)
+            build_fixture(name)
+        except Exception:  # the cell itself reports it
+            continue
+
+
 def main(argv: list[str]) -> int:
     from conformance.cells import run_cell
     from conformance.verdict import CellKey
 
     raw_keys = keys_from_args(argv) if argv else json.load(sys.stdin)
+    build_all({raw[0] for raw in raw_keys})
     for raw in raw_keys:
         key = CellKey(*raw)
         emit(START, json.dumps(list(key)))

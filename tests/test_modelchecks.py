@@ -1,8 +1,8 @@
 """Model-level parity on every fixture, on CPU: vLLM's Transformers backend (and impl driving
 the HF model) against native vLLM's encoder outputs, M-RoPE positions and greedy decoding.
 
-A genuine disagreement is listed in DISAGREEMENTS: its exact evidence is asserted, then the test
-is marked xfail with the reason. Planted faults prove the checks can fail. Models are shared
+A genuine disagreement is listed in conformance/expectations.py: its evidence is matched,
+then the test is marked xfail with the reason. Planted faults prove the checks can fail. Models are shared
 by every test through conformance.modelchecks.CACHE, so the file loads each model once.
 """
 
@@ -11,103 +11,61 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 import torch
 import transformers
 
 from conformance import modelchecks as mc
+from conformance.expectations import known_reason
 from fixtures.build import build_fixture
 from fixtures.registry import available_recipes, get_recipe
 
 pytestmark = pytest.mark.model
 
 FIXTURES = available_recipes()
-MEASURED_ON = "5.17.0"  # the transformers version DISAGREEMENTS were measured on
-
-
-@dataclass(frozen=True)
-class Disagreement:
-    reason: str
-    evidence: str  # an exact part of the check's evidence
-
-
-_NO_AUDIO_FEATURES = (
-    "The backend (and impl, which mirrors it) encodes audio with `model.get_audio_features`, "
-    "which transformers' Qwen2AudioModel does not define (its audio tower and projector are "
-    "called inline in forward), so no Qwen2-Audio audio can be embedded; native vLLM embeds both "
-    "items ([25, 64] and [15, 64])."
-)
-_SMOLVLM_ROWS = (
-    "SmolVLMProcessor defines no `_get_num_multimodal_tokens`, so the backend's offsets path "
-    "cannot count each image's tiles and attributes pixel_values' leading batch dimension (1 "
-    "row) to two images; it rejects the prompt while processing. Native vLLM processes it."
-)
-_INTERNVL_PROCESSOR = (
-    "The backend cannot load the fixture's InternVLProcessor through vLLM's processor loader "
-    "(`InternVLProcessor.__init__()` misses `image_seq_length`, which processor_config.json "
-    "holds and plain AutoProcessor.from_pretrained reads); native vLLM loads it."
-)
-
-DISAGREEMENTS: dict[tuple[str, str], Disagreement] = {
-    ("qwen2_audio", "encoder"): Disagreement(
-        _NO_AUDIO_FEATURES,
-        "backend: AttributeError: 'Qwen2AudioModel' object has no attribute "
-        "'get_audio_features'; impl: AttributeError: 'Qwen2AudioModel' object has no attribute "
-        "'get_audio_features'"),
-    ("qwen2_audio", "generate"): Disagreement(
-        _NO_AUDIO_FEATURES + " The backend's engine raises on the first step.",
-        "backend: AttributeError: 'Qwen2AudioModel' object has no attribute "
-        "'get_audio_features'"),
-    ("qwen3_vl", "encoder"): Disagreement(
-        "Native vLLM's Qwen3-VL returns each image's embedding with its deepstack features "
-        "appended along the hidden axis (64 main + 2 deepstack levels x 64 = 192 columns), which "
-        "its language model injects into early layers; the backend keeps only "
-        "get_image_features' pooler_output (64 columns) and drops the deepstack features. The "
-        "main 64 columns agree.",
-        "backend image item 0: shape (2, 64) vs native (2, 192); native's first 64 columns: "
-        "max abs 0, rel-L2 0"),
-    ("smolvlm", "encoder"): Disagreement(
-        _SMOLVLM_ROWS,
-        "backend: ValueError: SmolVLMProcessor returned 1 row(s) of image data for 2 image(s)"),
-    ("smolvlm", "generate"): Disagreement(
-        "SmolVLMProcessor defines no `_get_num_multimodal_tokens`, which the backend's engine "
-        "calls to size the image budget at start-up.",
-        "backend: AttributeError: 'SmolVLMProcessor' object has no attribute "
-        "'_get_num_multimodal_tokens'"),
-    ("internvl", "encoder"): Disagreement(
-        _INTERNVL_PROCESSOR,
-        "backend: TypeError: InternVLProcessor.__init__() missing 1 required keyword-only "
-        "argument: 'image_seq_length'"),
-    ("internvl", "generate"): Disagreement(
-        _INTERNVL_PROCESSOR,
-        "backend: TypeError: InternVLProcessor.__init__() missing 1 required keyword-only "
-        "argument: 'image_seq_length'"),
-}
-
-
 @functools.cache
+def builds() -> dict[str, str | ImportError]:
+    """Every fixture, built before any model loads: once vLLM's backend has loaded, it has
+    decorated transformers' model classes so that they cannot be instantiated without a
+    current vLLM config, and a fixture rebuilt later would fail."""
+    paths: dict[str, str | ImportError] = {}
+    for name in FIXTURES:
+        try:
+            paths[name] = str(build_fixture(name))
+        except ImportError as error:  # an optional dependency (gemma3n's timm) is missing
+            paths[name] = error
+    return paths
+
+
 def checkpoint(name: str) -> str:
-    return str(build_fixture(name))
+    path = builds()[name]
+    if isinstance(path, ImportError):
+        pytest.skip(f"{name} cannot be built here: {str(path).strip().splitlines()[0]}")
+    return path
 
 
 def run_check(fixture: str, check: str, **options) -> dict:
-    """The check's data when it passes; xfail on a listed disagreement with its exact evidence."""
+    """The check's data; a disagreement listed in conformance/expectations.py is xfail."""
     recipe = get_recipe(fixture)
-    if not recipe.supports(transformers.__version__):
-        pytest.skip(f"{recipe.architecture} not in transformers {transformers.__version__}")
+    version = transformers.__version__
+    if not recipe.supports(version):
+        pytest.skip(f"{recipe.architecture} not in transformers {version}")
+    path = checkpoint(fixture)
     try:
-        evidence, data = mc.MODEL_CHECK_FUNCTIONS[check](recipe, checkpoint(fixture), **options)
+        evidence, data = mc.MODEL_CHECK_FUNCTIONS[check](recipe, path, **options)
     except mc.NotApplicable as reason:
-        assert (fixture, check) not in DISAGREEMENTS
         pytest.skip(f"not applicable: {reason}")
-    known = DISAGREEMENTS.get((fixture, check))
-    if known and transformers.__version__ == MEASURED_ON:
-        assert evidence is not None, f"listed as a disagreement but passed: {known.reason}"
-        assert known.evidence in evidence, evidence
+    except Exception as error:  # only a listed failure is expected
+        text = mc.error_text(error)
+        known = known_reason(fixture, check, version, observed=text)
+        if known is None:
+            raise
+        pytest.xfail(f"{known.reason} [observed: {text}]")
+    if evidence is not None:
+        known = known_reason(fixture, check, version, observed=evidence)
+        assert known is not None, evidence
         pytest.xfail(f"{known.reason} [observed: {evidence}]")
-    assert evidence is None, evidence
     return data
 
 
@@ -161,7 +119,8 @@ def swap_first_two(items: list) -> list:
 def test_perturbed_native_weight_fails_encoder_naming_the_items() -> None:
     recipe, path = get_recipe("llava"), checkpoint("llava")
     native = mc.vllm_model(recipe, path, mc.NATIVE)
-    weight = dict(native.model.named_parameters())["multi_modal_projector.linear_1.weight"]
+    # not a Linear weight: vLLM's CPU linear layers compute with a copy packed at load time
+    weight = dict(native.model.named_parameters())["vision_tower.vision_model.pre_layrnorm.weight"]
     with scaled(weight, 1 + 1e-3):
         evidence, data = mc.check_encoder(recipe, path)
     assert evidence is not None
