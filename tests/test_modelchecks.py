@@ -2,8 +2,8 @@
 the HF model) against native vLLM's encoder outputs, M-RoPE positions and greedy decoding.
 
 A genuine disagreement is listed in conformance/expectations.py: its evidence is matched,
-then the test is marked xfail with the reason. Planted faults prove the checks can fail. Models are shared
-by every test through conformance.modelchecks.CACHE, so the file loads each model once.
+then the test is marked xfail with the reason. Planted faults prove the checks can fail.
+Models are shared by every test through conformance.modelchecks.CACHE: each loads once.
 """
 
 from __future__ import annotations
