@@ -134,7 +134,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     baseline, _ = report.read_results(Path(args.baseline))
     current, _ = report.read_results(Path(args.results))
-    result = gate.compare(baseline, current, compare_missing=args.show_missing)
+    result = gate.compare(baseline, current, compare_missing=args.show_missing,
+                          baseline_version=args.baseline_version)
     print(gate.render(result))
     return 0 if result.ok else 1
 
@@ -292,6 +293,13 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_known(args: argparse.Namespace) -> int:
+    from conformance.expectations import markdown_table
+
+    print(markdown_table(), end="")
+    return 0
+
+
 def cmd_exec(args: argparse.Namespace) -> int:
     from conformance import versions
 
@@ -338,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("results", help="results.json (or its run folder)")
     gate.add_argument("--baseline", default=str(BASELINE), help="default: reports/baseline.json")
     gate.add_argument("--show-missing", action="store_true", help="list baseline cells not run")
+    gate.add_argument("--baseline-version", help="compare every cell with the baseline's cell "
+                      "on this transformers version (gating a candidate against the pin)")
     gate.set_defaults(func=cmd_gate)
 
     base = sub.add_parser("baseline", help="refresh the committed baseline from a run's results")
@@ -372,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--profile", default="tiny", choices=("tiny", "real"))
     fix.add_argument("--force", action="store_true", help="rebuild even if cached")
     fix.set_defaults(func=cmd_fixtures)
+
+    known = sub.add_parser("known", help="the known incompatibilities, as a Markdown table")
+    known.set_defaults(func=cmd_known)
 
     exe = sub.add_parser("exec", help="run a command with another transformers version active")
     exe.add_argument("--transformers", required=True, help="transformers version, e.g. 5.12.1")

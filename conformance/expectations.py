@@ -95,7 +95,8 @@ _SMOLVLM = (
     "SmolVLMProcessor defines no `_get_num_multimodal_tokens` (5.12.1 to 5.24.0), which the "
     "backend needs to size each image's rows (Offsets path: 'cannot be split into the [1, 1] "
     "row(s) per image') and to start the model; on the Legacy path its output has no "
-    "mm_token_type_ids either. The backend cannot serve SmolVLM; native vLLM does."
+    "mm_token_type_ids either. The backend cannot serve SmolVLM; native vLLM does. Without "
+    "that count the HF oracle cannot cut the processor's marked tokens into items either."
 )
 _PALIGEMMA_OFFSETS = (
     "PaliGemma prompts hold no image token: the processor (and native vLLM) put the image "
@@ -149,7 +150,8 @@ _VOXTRAL = (
 KNOWN: tuple[Known, ...] = (
     Known("gemma3n", "*", _GEMMA3N, subjects=_SUBJECTS,
           evidence=("_get_num_multimodal_tokens", "Unable to get max input length",
-                    "returned no text replacement offsets", "start_of_image",
+                    "returned no text replacement offsets", "no text_replacement_offsets",
+                    "start_of_image",
                     "expected offset=", "native offset=", "prompt ids differ",
                     "a bare assertion instead of a clear error")),
     *(Known(fixture, check, reason, evidence=evidence, min_version=since)
@@ -163,12 +165,13 @@ KNOWN: tuple[Known, ...] = (
       )),
     Known("voxtral", "*", _VOXTRAL, subjects=_SUBJECTS,
           evidence=("requires transformers>=5.15.0", "MistralCommonBackend",
-                    "which is not supported by VoxtralProcessor", "apply_chat_template",
-                    "every generated case was discarded")),
+                    "not supported by VoxtralProcessor", "apply_chat_template",
+                    "Failed to load the processor")),
     Known("smolvlm", "*", _SMOLVLM, subjects=_SUBJECTS,
           evidence=("_get_num_multimodal_tokens", "row(s) of image data for",
-                    "mm_token_type_ids")),
-    Known("paligemma", "*", _PALIGEMMA_OFFSETS, evidence="Failed to apply prompt replacement",
+                    "mm_token_type_ids", "items located, the processor expanded")),
+    Known("paligemma", "*", _PALIGEMMA_OFFSETS,
+          evidence=("Failed to apply prompt replacement", "no placeholder left for item"),
           min_version="5.15.0", subjects=_SUBJECTS),
     Known("paligemma", "*", _PALIGEMMA_LEGACY, max_version="5.15.0", subjects=_SUBJECTS,
           evidence=("native offset=0 length=5", "expected offset=0 length=5",
@@ -224,11 +227,15 @@ KNOWN: tuple[Known, ...] = (
           max_version="5.15.0", subjects=_SUBJECTS),
     Known("gemma3", "processing", _GEMMA3_NEWLINES, evidence="prompt ids differ",
           min_version="5.15.0"),
-    Known("gemma3", "model", "Follows from the processing difference (" + _GEMMA3_NEWLINES
-          + "): the model sees different prompt ids.", evidence="greedy token differs",
-          min_version="5.15.0"),
     Known("gemma3", "processing", _GEMMA3_LEGACY_RANGES, evidence="native offset=",
           max_version="5.15.0"),
+    Known("qwen2_audio", "errors",
+          "Legacy path: transformers 5.12.1's Qwen2AudioProcessor wraps a bare <|AUDIO|> in "
+          "<|audio_bos|>…<|audio_eos|> when it expands it, so adjacent bare audio tokens become "
+          "separate runs: the backend accepts them without the adjacency error, with prompt ids "
+          "unlike native vLLM's, which keeps the prompt's tokens as written.",
+          evidence="adjacent audio placeholders on the Legacy path: accepted, but unlike native",
+          max_version="5.15.0", subjects=_SUBJECTS),
     Known("qwen2_audio", "processing", _QWEN2_AUDIO_NO_OFFSETS,
           evidence="returned no text replacement offsets", min_version="5.15.0",
           max_version="5.17.0"),
@@ -265,3 +272,18 @@ def known_reason(fixture: str, check: str, version: str, subject: str | None = N
             if observed is None or entry.shown_by(observed):
                 return entry
     return None
+
+
+def markdown_table() -> str:
+    """The known incompatibilities, one row per entry (README's list is made from this)."""
+    rows = ["| fixture | check | transformers | subjects | reason |", "|---|---|---|---|---|"]
+    for entry in KNOWN:
+        versions = f"{entry.min_version or ''}..{entry.max_version or ''}".strip(".") or "all"
+        if versions != "all":
+            versions = f">={entry.min_version}" if not entry.max_version else (
+                f"<{entry.max_version}" if not entry.min_version
+                else f">={entry.min_version}, <{entry.max_version}")
+        subjects = ", ".join(entry.subjects) or "any"
+        reason = " ".join(entry.reason.split()).replace("|", "\\|")
+        rows.append(f"| {entry.fixture} | {entry.check} | {versions} | {subjects} | {reason} |")
+    return "\n".join(rows) + "\n"

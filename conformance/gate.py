@@ -24,10 +24,15 @@ class GateResult:
 
 
 def compare(baseline: list[Verdict], current: list[Verdict],
-            compare_missing: bool = False) -> GateResult:
+            compare_missing: bool = False, baseline_version: str | None = None) -> GateResult:
     """A regression: a cell that passed in the baseline and is bad now (fail, error, crash,
     timeout, or a stale known failure). Cells only in one of the two are listed, not judged,
-    except new cells that are bad."""
+    except new cells that are bad. With `baseline_version`, every current cell is compared
+    with the baseline's cell on that version (gating a candidate release against the pin)."""
+    if baseline_version is not None:
+        pinned = [v for v in baseline if v.version == baseline_version]
+        baseline = [Verdict(**{**v.__dict__, "version": version})
+                    for version in {c.version for c in current} for v in pinned]
     before: dict[CellKey, Verdict] = {v.key: v for v in baseline}
     now: dict[CellKey, Verdict] = {v.key: v for v in current}
     result = GateResult()

@@ -101,11 +101,15 @@ class HfSubject:
         return AutoProcessor.from_pretrained(self.path)
 
     @functools.cached_property
-    def embed_token_id(self) -> int:
+    def config(self) -> Any:
         from transformers import AutoConfig
 
-        config = AutoConfig.from_pretrained(self.path)
-        modality = self.recipe.modalities[0]
+        return AutoConfig.from_pretrained(self.path)
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - one subject per checkpoint and process
+    def embed_token_id(self, modality: str) -> int:
+        """The token the HF model scatters this modality's encoder rows into."""
+        config = self.config
         for name in (f"{modality}_token_id", f"{modality}_token_index"):
             value = getattr(config, name, None)
             if value is not None:
@@ -124,14 +128,14 @@ class HfSubject:
             marked = [i for i, t in enumerate(type_ids[0].tolist())
                       if t == _TYPE_IDS[case.modality]]
         else:  # older processors mark nothing: runs of the model's own token stand in
-            marked = [i for i, t in enumerate(ids) if t == self.embed_token_id]
+            marked = [i for i, t in enumerate(ids) if t == self.embed_token_id(case.modality)]
         spans = split_marked(marked, self.counts(case) if type_ids is not None else None)
         # An item's marked tokens need not be contiguous (Aya Vision marks `TILE` of the
         # `TILE_1` it writes): its placeholder runs from its first to its last marked token.
         placeholders = tuple(
             Placeholder(span[0], span[-1] - span[0] + 1,
                         tuple(p for p in range(span[0], span[-1] + 1)
-                              if ids[p] == self.embed_token_id))
+                              if ids[p] == self.embed_token_id(case.modality)))
             for span in spans
         )
         return ProcessedPrompt(ids, {case.modality: placeholders} if placeholders else {})

@@ -20,7 +20,7 @@ def main() -> int:
     args = parser.parse_args()
     baseline, _ = report.read_results(Path(args.baseline))
     current, _ = report.read_results(Path(args.results))
-    result = gate.compare(baseline, current)
+    result = gate.compare(baseline, current, baseline_version=args.good)
     print("## First bad transformers release per regression\n")
     for _, now in result.regressions:
         key = now.key

@@ -24,7 +24,7 @@ def run_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("command", [None, "run", "check", "gate", "baseline", "bisect",
-                                     "merge", "versions", "fixtures", "exec"])
+                                     "merge", "versions", "fixtures", "exec", "known"])
 def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args([command, "--help"] if command else ["--help"])

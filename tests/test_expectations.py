@@ -42,3 +42,12 @@ def test_a_known_error_is_xfail_only_with_its_evidence():
     assert known.status == "xfail" and "get_audio_features" in known.detail
     other = run_cell(recipe, "model", "5.17.0", fail_with("something else broke"))
     assert other.status == "error" and other.detail.endswith("something else broke")
+
+
+def test_readme_lists_every_known_incompatibility():
+    from pathlib import Path
+
+    from conformance.expectations import markdown_table
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert markdown_table() in readme, "regenerate README's list with `conformance known`"

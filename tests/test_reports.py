@@ -72,3 +72,11 @@ def test_latest_verdict_wins_when_cells_repeat():
     first = Verdict("llava", "5.17.0", "cache", "crash", subject="impl")
     again = Verdict("llava", "5.17.0", "cache", "pass", subject="impl")
     assert report.latest_per_cell([first, again]) == [again]
+
+
+def test_a_candidate_release_is_gated_against_the_pinned_version():
+    baseline = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl")]
+    candidate = [Verdict("llava", "5.24.0", "cache", "fail", "hash", subject="impl")]
+    assert gate.compare(baseline, candidate).new_failures  # unknown cell: still not green
+    result = gate.compare(baseline, candidate, baseline_version="5.17.0")
+    assert [now.version for _, now in result.regressions] == ["5.24.0"]

@@ -16,7 +16,7 @@ STATEMENT = "Per item, the embedding positions are the positions the encoder's r
 
 
 def run(ctx: Context, case: Case) -> Outcome:
-    hf = ctx.oracles["hf"]
+    token = ctx.oracles["hf"].embed_token_id(case.modality)
     expected = ctx.oracle_output("hf", case).placeholders.get(case.modality, ())
     processed = ctx.subject.process(case)
     actual = processed.placeholders.get(case.modality, ())
@@ -29,10 +29,10 @@ def run(ctx: Context, case: Case) -> Outcome:
                                   f"embedding positions but the encoder produces "
                                   f"{len(want.embed_positions)} rows")
         token_positions = tuple(p for p in range(got.offset, got.offset + got.length)
-                                if processed.prompt_ids[p] == hf.embed_token_id)
+                                if processed.prompt_ids[p] == token)
         if got.embed_positions != token_positions:
             return Outcome(False, f"{case.modality} item {index}: embedding positions "
                                   f"{list(got.embed_positions[:6])} are not where the "
-                                  f"{case.modality} token {hf.embed_token_id} sits "
+                                  f"{case.modality} token {token} sits "
                                   f"{list(token_positions[:6])}")
     return PASS

@@ -132,11 +132,12 @@ def llava_cases() -> list[tuple[str, str, int]]:
 def test_llava(
     backend: Any, mm: Any, strategy: str, name: str, prompt: str, count: int
 ) -> None:
+    import transformers
+
     from conformance.media import make_images
 
-    if strategy == "offsets":
-        # what the registry picks for the installed transformers
-        assert type(backend) is mm.OffsetsMultiModalProcessor
+    # what the registry picks for the installed transformers
+    assert type(backend) is backend_class(mm, impl.strategy_for(transformers.__version__))
     theirs = backend_class(mm, strategy)(backend.info, backend.dummy_inputs)
     hf = backend.info.get_hf_processor()
     mm_data = {"image": make_images(count)} if count else {}
@@ -334,3 +335,66 @@ def test_dummy_text_and_max_tokens(backend: Any, mm: Any) -> None:
     assert info.max_image_tokens(hf) == backend.info.get_max_image_tokens()
     assert info.supported_modalities(hf) == backend.info._get_supported_modalities()
     assert np.isclose(info.audio_sampling_rate(hf), backend.info._get_audio_sampling_rate())
+
+
+# --- every fixture, both strategies --------------------------------------------------------
+
+
+def fixture_backend(name: str) -> Any:
+    """vLLM's backend processor for a fixture; skips where the backend cannot be created (a
+    known incompatibility, recorded in conformance/expectations.py)."""
+    from conformance import oracle
+    from conformance.expectations import known_reason
+    from fixtures.build import build_fixture
+    from fixtures.registry import get_recipe
+
+    recipe = get_recipe(name)
+    if not recipe.supports(transformers_version()):
+        pytest.skip(f"{recipe.architecture} not in transformers {transformers_version()}")
+    path = str(build_fixture(name))
+    try:
+        return recipe, oracle.create_processor(
+            path, "transformers", {m: recipe.max_items for m in recipe.modalities})
+    except Exception as error:
+        known = known_reason(name, "processing", transformers_version(), "vllm-backend",
+                             observed=str(error))
+        if known is None:
+            raise
+        pytest.xfail(f"{known.reason} [observed: {error}]")
+
+
+def transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+def every_fixture() -> list[str]:
+    from fixtures.registry import available_recipes
+
+    return list(available_recipes())
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("name", every_fixture())
+def test_every_fixture(mm: Any, name: str, strategy: str) -> None:
+    """The recipe's own prompt with its items, and one item alone: impl and the backend give
+    the same ids, placeholders and per-item fields, or raise the same exception type."""
+    from conformance.smoke import smoke_case
+
+    recipe, backend = fixture_backend(name)
+    theirs = backend_class(mm, strategy)(backend.info, backend.dummy_inputs)
+    hf = backend.info.get_hf_processor()
+    config = backend.info.get_hf_config()
+    dtype = backend.info.ctx.model_config.dtype
+    case = smoke_case(recipe)
+    for each in (case, case.single(0)):
+        prompt = each.prompt(recipe.placeholder[each.modality])
+        expected = outcome(lambda p=prompt, e=each: run_backend(theirs, p, e.mm_data()))
+        actual = outcome(lambda p=prompt, e=each: run_impl(
+            hf, p, e.mm_data(), strategy=strategy, dtype=dtype, config=config))
+        if isinstance(expected, type):
+            assert actual is expected, f"backend raised {expected.__name__}, impl gave {actual}"
+        else:
+            assert not isinstance(actual, type), f"impl raised {actual.__name__}"
+            assert_same(expected, actual)
