@@ -257,8 +257,9 @@ def print_table(verdicts: list[Verdict]) -> None:
 
     verdicts = sort_cells(latest_per_cell(verdicts))
     versions, grid = versions_of(verdicts), _group(verdicts)
-    table = Table(title="vLLM Transformers backend vs native vLLM / HF "
-                        "(✓ pass, ✗ fail, x known, X! stale known, E error, C crash, T timeout)")
+    table = Table(title="vLLM Transformers backend conformance",
+                  caption="✓ pass  ✗ fail  x known  X! stale known  E error  C crash  T timeout"
+                          "  – n/a")
     table.add_column("architecture")
     for version in versions:
         table.add_column(version)
