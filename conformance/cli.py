@@ -42,6 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if unknown := sorted(set(given) - set(known)):
             return _fail(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
     os.environ["CONFORMANCE_HYPOTHESIS_PROFILE"] = args.profile
+    os.environ["CONFORMANCE_DEVICE"], os.environ["CONFORMANCE_DTYPE"] = args.device, args.dtype
     cells = expand_cells(fixtures, versions, subjects, checks)
     if args.shard:
         index, _, count = args.shard.partition("/")
@@ -76,6 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "seconds": round(time.monotonic() - started, 1),
         "fixtures": list(fixtures), "versions": list(versions), "subjects": list(subjects),
         "checks": list(checks), "profile": args.profile, "shard": args.shard,
+        "device": args.device, "dtype": args.dtype,
         "environment_transformers": ENV_VERSION,
     }
     cell_set = set(cells)
@@ -329,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
                      help="hypothesis profile (default: dev)")
     run.add_argument("--jobs", type=int, default=1, help="versions run at once (default: 1)")
+    run.add_argument("--device", default="cpu", help="model checks' device: cpu or cuda")
+    run.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                     help="model checks' dtype; tolerances follow the GPU noise floor")
     run.add_argument("--shard", help="i/n: run only shard i of n (1-based)")
     run.add_argument("--output", help="run folder (default: reports/runs/latest)")
     run.add_argument("--resume", action="store_true", help="keep the run folder's finished cells")

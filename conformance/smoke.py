@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import time
 import traceback
@@ -108,6 +110,12 @@ CHECKS: dict[str, Callable[[Recipe, str], tuple[str | None, dict]]] = {
 }
 
 
+def model_options() -> dict[str, str]:
+    """Where and in what precision the model checks run: `conformance run --device/--dtype`."""
+    return {"device": os.environ.get("CONFORMANCE_DEVICE", "cpu"),
+            "dtype": os.environ.get("CONFORMANCE_DTYPE", "float32")}
+
+
 class _Never(Exception):
     """Matches nothing: the default for a check that is always applicable."""
 
@@ -126,7 +134,8 @@ def run_cell(recipe: Recipe, check: str, version: str, build: Callable[[str], st
         if check in MODEL_CHECKS:
             from conformance.modelchecks import MODEL_CHECK_FUNCTIONS, NotApplicable
 
-            not_applicable, function = NotApplicable, MODEL_CHECK_FUNCTIONS[check]
+            not_applicable = NotApplicable
+            function = functools.partial(MODEL_CHECK_FUNCTIONS[check], **model_options())
         else:
             function = CHECKS[check]
         path = build(recipe.name)

@@ -62,7 +62,8 @@ class VllmSubject:
             tokenizer = self.processor.info.get_tokenizer()
             prompt = tokenizer.encode(prompt, add_special_tokens=self.recipe.add_special_tokens)
         mm_items = self.processor.info.parse_mm_data(case.mm_data())
-        out = self.processor(prompt, mm_items, cache=cache)
+        out = self.processor(prompt, mm_items, hf_processor_mm_kwargs=dict(case.processor_kwargs),
+                             cache=cache)
         return from_vllm_output(out)
 
 
