@@ -84,16 +84,10 @@ def from_vllm_output(out: Any) -> ProcessedPrompt:
     return ProcessedPrompt(tuple(out["prompt_token_ids"]), placeholders, fields, hashes)
 
 
-class HfSubject:
-    """The HF processor's expansion: `input_ids`, and per item the span its modality's token
-    type marks, cut by `_get_num_multimodal_tokens` where the processor defines it; the
-    embedding positions are where the model's own token for the modality sits (what the HF
-    model scatters features into)."""
+class _Checkpoint:
+    """The checkpoint's own HF processor and config, loaded once."""
 
-    name = "hf"
-
-    def __init__(self, path: str, recipe: Recipe):
-        self.path, self.recipe = path, recipe
+    path: str
 
     @functools.cached_property
     def processor(self) -> Any:
@@ -106,6 +100,19 @@ class HfSubject:
         from transformers import AutoConfig
 
         return AutoConfig.from_pretrained(self.path)
+
+
+class HfSubject(_Checkpoint):
+    """The HF processor's expansion: `input_ids`, and per item the span its modality's token
+    type marks, cut by `_get_num_multimodal_tokens` where the processor defines it; the
+    embedding positions are where the model's own token for the modality sits (what the HF
+    model scatters features into)."""
+
+    name = "hf"
+
+    def __init__(self, path: str, recipe: Recipe):
+        self.path, self.recipe = path, recipe
+
 
     @functools.lru_cache(maxsize=4)  # noqa: B019 - one subject per checkpoint and process
     def embed_token_id(self, modality: str) -> int:
@@ -168,24 +175,13 @@ def split_marked(marked: list[int], counts: list[int] | None) -> list[list[int]]
     return spans
 
 
-class ImplSubject:
+class ImplSubject(_Checkpoint):
     """Our reference implementation on the fixture's HF processor."""
 
     def __init__(self, path: str, recipe: Recipe, fault: str | None = None):
         self.path, self.recipe, self.fault = path, recipe, fault
         self.name = "impl" if fault is None else f"impl+{fault}"
 
-    @functools.cached_property
-    def processor(self) -> Any:
-        from transformers import AutoProcessor
-
-        return AutoProcessor.from_pretrained(self.path)
-
-    @functools.cached_property
-    def config(self) -> Any:
-        from transformers import AutoConfig
-
-        return AutoConfig.from_pretrained(self.path)
 
     def hf_processor(self) -> Any:
         return self.processor
