@@ -40,10 +40,11 @@ class Known:
 _GEMMA3_NEWLINES = (
     "Offsets path: the backend tokenizes each item's replacement text "
     "('\\n\\n<start_of_image>' + soft tokens + '<end_of_image>\\n\\n') on its own and splices it "
-    "in, so a newline written before the placeholder stays a separate '\\n' token next to the "
-    "replacement's '\\n\\n'; the HF processor and native vLLM tokenize the expanded text, where "
-    "the run merges into one '\\n\\n\\n' token (native vLLM re-merges newline runs on purpose). "
-    "The backend's prompt is longer and every later position shifts."
+    "in, so the newlines at its edges stay separate tokens from the newlines next to them (a "
+    "'\\n' written beside the placeholder, or the next image's '\\n\\n'); the HF processor and "
+    "native vLLM tokenize the expanded text, where such a run merges into one token ('\\n\\n\\n', "
+    "'\\n\\n\\n\\n'; native vLLM re-merges newline pairs on purpose). The backend's prompt is "
+    "longer and every later position shifts."
 )
 
 _QWEN2_AUDIO_NO_OFFSETS = (
