@@ -66,9 +66,16 @@ class Overlay:
     def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """Environment for a subprocess that should import this transformers version."""
         env = dict(os.environ if base is None else base)
-        if self.path is not None:
-            old = env.get("PYTHONPATH", "")
-            env["PYTHONPATH"] = str(self.path) + (os.pathsep + old if old else "")
+        # Another overlay already active (a run inside `conformance exec`) must not stay behind
+        # this one: its packages would fill in whatever this version does not replace.
+        overlays = str(cache_dir() / "overlays")
+        kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                if p and not p.startswith(overlays)]
+        paths = [str(self.path)] if self.path is not None else []
+        if paths or kept:
+            env["PYTHONPATH"] = os.pathsep.join(paths + kept)
+        else:
+            env.pop("PYTHONPATH", None)
         env["CONFORMANCE_TRANSFORMERS"] = self.version
         return env
 

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -41,3 +42,14 @@ def test_overlay_switches_the_imported_transformers(version):
 def test_environment_version_needs_no_overlay():
     overlay = versions.ensure_overlay(versions.ENV_VERSION)
     assert overlay.path is None and "PYTHONPATH" not in overlay.environ({})
+
+
+def test_an_overlay_replaces_one_already_active(tmp_path):
+    older = versions.ensure_overlay("5.12.1")
+    env = versions.ensure_overlay("5.24.0").environ(older.environ({"PYTHONPATH": "/elsewhere"}))
+    paths = env["PYTHONPATH"].split(os.pathsep)
+    assert str(older.path) not in paths and paths[-1] == "/elsewhere"
+    assert versions.ensure_overlay(versions.ENV_VERSION).environ(
+        older.environ({}))["CONFORMANCE_TRANSFORMERS"] == versions.ENV_VERSION
+    assert "PYTHONPATH" not in versions.ensure_overlay(versions.ENV_VERSION).environ(
+        older.environ({}))
