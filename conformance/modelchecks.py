@@ -552,7 +552,7 @@ def feature_specs(out: Any) -> list[Any]:
 
 def impl_mrope(model: Any, out: Any) -> tuple[Any, int]:
     import impl.mrope
-    from conformance.subjects import from_vllm_output
+    from conformance.oracle import from_vllm_output
 
     processed = from_vllm_output(out)
     return impl.mrope.mrope_input_positions(model, list(out["prompt_token_ids"]),

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import Any
+
+from impl.types import Placeholder, ProcessedPrompt, placeholder_from_mask
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -16,37 +18,30 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 IMPLS = ("vllm", "transformers")
 
 
-@dataclass(frozen=True)
-class Placeholder:
-    """One item's placeholder: where it starts, how long it is, which positions hold embeddings."""
-
-    offset: int
-    length: int
-    embed_positions: tuple[int, ...]  # absolute prompt positions that carry an embedding
-
-    def describe(self) -> str:
-        embeds = (
-            "all"
-            if len(self.embed_positions) == self.length
-            else f"{len(self.embed_positions)} of {self.length}"
-        )
-        return f"offset={self.offset} length={self.length} embeds={embeds}"
-
-
-@dataclass(frozen=True)
-class Processed:
-    prompt_ids: tuple[int, ...]
-    placeholders: dict[str, tuple[Placeholder, ...]]
-    hashes: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-
 def placeholder_from_range(offset: int, length: int, is_embed) -> Placeholder:
-    """vLLM's `is_embed=None` means every position of the range carries an embedding."""
-    if is_embed is None:
-        positions = tuple(range(offset, offset + length))
-    else:
-        positions = tuple(offset + i for i, flag in enumerate(is_embed.tolist()) if flag)
-    return Placeholder(offset, length, positions)
+    """A vLLM PlaceholderRange; its `is_embed=None` means every position carries an embedding."""
+    return placeholder_from_mask(offset, None if is_embed is None else is_embed.tolist(), length)
+
+
+def describe(p: Placeholder) -> str:
+    embeds = "all" if len(p.embed_positions) == p.length else (
+        f"{len(p.embed_positions)} of {p.length}")
+    return f"offset={p.offset} length={p.length} embeds={embeds}"
+
+
+def from_vllm_output(out: Any) -> ProcessedPrompt:
+    """A vLLM processor's output as impl's dataclass: ids, placeholders, per-item fields and
+    hashes."""
+    placeholders = {
+        modality: tuple(placeholder_from_range(r.offset, r.length, r.is_embed) for r in ranges)
+        for modality, ranges in out["mm_placeholders"].items()
+    }
+    fields = {
+        modality: [item.get_data() if item is not None else {} for item in items]
+        for modality, items in out["mm_kwargs"].items()
+    }
+    hashes = {m: tuple(h) for m, h in (out.get("mm_hashes") or {}).items()}
+    return ProcessedPrompt(tuple(out["prompt_token_ids"]), placeholders, fields, hashes)
 
 
 def model_config(path: str, impl: str, limits: dict[str, int], **overrides):
@@ -76,18 +71,11 @@ def as_mm_data(modality: str, items: Sequence) -> dict:
     return {modality: list(items)}
 
 
-def process(processor, prompt: str | list[int], mm_data: dict) -> Processed:
-    mm_items = processor.info.parse_mm_data(mm_data)
-    out = processor(prompt, mm_items)
-    placeholders = {
-        modality: tuple(placeholder_from_range(r.offset, r.length, r.is_embed) for r in ranges)
-        for modality, ranges in out["mm_placeholders"].items()
-    }
-    hashes = {m: tuple(h) for m, h in (out.get("mm_hashes") or {}).items()}
-    return Processed(tuple(out["prompt_token_ids"]), placeholders, hashes)
+def process(processor, prompt: str | list[int], mm_data: dict) -> ProcessedPrompt:
+    return from_vllm_output(processor(prompt, processor.info.parse_mm_data(mm_data)))
 
 
-def first_difference(expected: Processed, actual: Processed) -> str | None:
+def first_difference(expected: ProcessedPrompt, actual: ProcessedPrompt) -> str | None:
     """None when equal; else the first differing token or placeholder, stated precisely."""
     a, b = expected.prompt_ids, actual.prompt_ids
     if a != b:
@@ -104,13 +92,13 @@ def first_difference(expected: Processed, actual: Processed) -> str | None:
             return f"{modality}: native has {len(mine)} placeholders, backend {len(theirs)}"
         for index, (x, y) in enumerate(zip(mine, theirs, strict=True)):
             if (x.offset, x.length) != (y.offset, y.length):
-                return f"{modality} item {index}: native {x.describe()} vs backend {y.describe()}"
+                return f"{modality} item {index}: native {describe(x)} vs backend {describe(y)}"
             if x.embed_positions != y.embed_positions:
                 only_native = sorted(set(x.embed_positions) - set(y.embed_positions))[:5]
                 only_backend = sorted(set(y.embed_positions) - set(x.embed_positions))[:5]
                 return (
                     f"{modality} item {index}: embedding positions differ: native "
-                    f"{x.describe()}, backend {y.describe()}; only native {only_native}, "
+                    f"{describe(x)}, backend {describe(y)}; only native {only_native}, "
                     f"only backend {only_backend}"
                 )
     return None

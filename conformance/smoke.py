@@ -84,8 +84,8 @@ def check_processing(recipe: Recipe, path: str) -> tuple[str | None, dict]:
     native, backend = results["vllm"], results["transformers"]
     data = {
         "prompt_len": len(native.prompt_ids),
-        "native": {m: [p.describe() for p in ps] for m, ps in native.placeholders.items()},
-        "backend": {m: [p.describe() for p in ps] for m, ps in backend.placeholders.items()},
+        "native": {m: [oracle.describe(p) for p in ps] for m, ps in native.placeholders.items()},
+        "backend": {m: [oracle.describe(p) for p in ps] for m, ps in backend.placeholders.items()},
     }
     return oracle.first_difference(native, backend), data
 

@@ -13,8 +13,9 @@ import os
 from typing import Any
 
 from conformance.cases import Case
+from conformance.oracle import from_vllm_output
 from fixtures.recipe import Recipe
-from impl.types import Placeholder, ProcessedPrompt, placeholder_from_mask
+from impl.types import Placeholder, ProcessedPrompt
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -65,23 +66,6 @@ class VllmSubject:
         out = self.processor(prompt, mm_items, hf_processor_mm_kwargs=dict(case.processor_kwargs),
                              cache=cache)
         return from_vllm_output(out)
-
-
-def from_vllm_output(out: Any) -> ProcessedPrompt:
-    placeholders = {
-        modality: tuple(
-            placeholder_from_mask(r.offset, None if r.is_embed is None else r.is_embed.tolist(),
-                                  r.length)
-            for r in ranges
-        )
-        for modality, ranges in out["mm_placeholders"].items()
-    }
-    fields = {
-        modality: [item.get_data() if item is not None else {} for item in items]
-        for modality, items in out["mm_kwargs"].items()
-    }
-    hashes = {m: tuple(h) for m, h in (out.get("mm_hashes") or {}).items()}
-    return ProcessedPrompt(tuple(out["prompt_token_ids"]), placeholders, fields, hashes)
 
 
 class _Checkpoint:

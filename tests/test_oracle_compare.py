@@ -2,7 +2,9 @@
 
 import torch
 
-from conformance.oracle import Placeholder, Processed, first_difference, placeholder_from_range
+from conformance.oracle import first_difference, placeholder_from_range
+from impl.types import Placeholder
+from impl.types import ProcessedPrompt as Processed
 
 BASE = Processed(
     prompt_ids=(1, 5, 4, 4, 4, 4, 7, 4, 4, 4, 4, 2),
