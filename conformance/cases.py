@@ -95,4 +95,5 @@ class Case:
 
     def describe(self) -> str:
         media = ", ".join(m.describe() for m in self.media)
-        return f"{self.fixture}: prompt {self.segments!r} with [{media}]"
+        options = "".join(f", {k}={v!r}" for k, v in self.processor_kwargs)
+        return f"{self.fixture}: prompt {self.segments!r} with [{media}]{options}"

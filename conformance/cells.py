@@ -21,7 +21,7 @@ ALL_CHECKS = (*SMOKE_CHECKS, *MODEL_CHECKS, *CHECK_IDS)
 def run_cell(key: CellKey) -> Verdict:
     import transformers
 
-    from fixtures.build import build_fixture
+    from conformance.context import fixture_path
     from fixtures.registry import get_recipe
 
     started = time.monotonic()
@@ -36,7 +36,7 @@ def run_cell(key: CellKey) -> Verdict:
                        subject=key.subject)
     if key.check in SMOKE_CHECKS or key.check in MODEL_CHECKS:
         verdict = run_smoke_cell(recipe, key.check, key.version,
-                                 lambda name: str(build_fixture(name)))
+                                 fixture_path)
         verdict.subject = key.subject
         return verdict
     if not recipe.supports(key.version):

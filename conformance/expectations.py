@@ -21,10 +21,13 @@ class Known:
     min_version: str | None = None  # inclusive
     max_version: str | None = None  # exclusive
     subjects: tuple[str, ...] = ()  # suite subjects it concerns; empty: any
+    options: tuple[str, ...] = ()  # processor options the failing case must set; empty: any
 
-    def shown_by(self, observed: str) -> bool:
-        options = (self.evidence,) if isinstance(self.evidence, str) else self.evidence
-        return any(option in observed for option in options)
+    def shown_by(self, observed: str, options: tuple[str, ...] = ()) -> bool:
+        if not set(self.options) <= set(options):
+            return False
+        shown = (self.evidence,) if isinstance(self.evidence, str) else self.evidence
+        return any(text in observed for text in shown)
 
     def applies(self, fixture: str, check: str, version: str, subject: str | None = None) -> bool:
         if self.check not in ("*", check) or self.fixture not in ("*", fixture):
@@ -120,9 +123,10 @@ _GEMMA3N = (
     "max_pos_emb ('Unable to get max input length'); from 5.15 the processor reports no "
     "text_replacement_offsets on 5.17.0; on 5.24.0 the backend's dummy text writes Gemma3's "
     "<start_of_image> for any processor whose name contains 'gemma3', which Gemma3nProcessor "
-    "rejects; audio ranges cover only the soft tokens on the Legacy path (native: the whole "
-    "'\\n\\n<start_of_audio>…<end_of_audio>\\n\\n') and newline runs are not re-merged on the "
-    "Offsets path, as for Gemma3."
+    "rejects (it now counts <image_soft_token>: 'Found total 0 <image_soft_token> tokens'; impl "
+    "writes the same text); audio ranges cover only the soft tokens on the Legacy path (native: "
+    "the whole '\\n\\n<start_of_audio>…<end_of_audio>\\n\\n') and newline runs are not "
+    "re-merged on the Offsets path, as for Gemma3."
 )
 _NO_AUDIO_FEATURES = (
     "The backend encodes audio with `model.get_audio_features`, which transformers' "
@@ -140,6 +144,26 @@ _IDEFICS3_520 = (
     "batch of two images come back as one embedding, so vLLM cannot assign them to the two "
     "placeholders. Measured on 5.20.2; 5.17.0 passes."
 )
+_IDEFICS3_NO_SPLITTING = (
+    "With do_image_splitting=False, Idefics3Processor._get_num_multimodal_tokens reports "
+    "num_image_patches 0 for every image, although __call__ returns one row of pixel_values per "
+    "image. The backend sizes each image's rows from that count: on the Offsets path its row "
+    "check rejects every image request ('cannot be split into the [0] row(s) per image'); on the "
+    "Legacy path nothing checks it, so every image's slice of pixel_values and "
+    "pixel_attention_mask is empty (0 rows, shaped by the whole batch) and an item's data and "
+    "hash depend on its neighbours. Native vLLM serves the option."
+)
+_GEMMA3_PAN_AND_SCAN = (
+    "With do_pan_and_scan=True, Gemma3's processor adds each image's crops as extra rows of "
+    "pixel_values, but _get_num_multimodal_tokens still reports one row per image, so the "
+    "backend cannot attribute the rows (nor, on the Legacy path, the image tokens the crops "
+    "add: 'holds 12 image token(s) but Gemma3Processor accounts for 4'). Usually it raises "
+    "('cannot be split into the ... row(s) per image', the limitation its message names); but "
+    "when the rows counted come to 3, its "
+    "row-axis guess (axis 1 when axis 0 does not match the count) takes pixel_values' colour "
+    "axis, so each image silently gets every crop in one colour channel. Native vLLM serves "
+    "pan-and-scan."
+)
 _VOXTRAL = (
     "Voxtral (tekken.json tokenizer): vLLM refuses Mistral tokenizer files with "
     "tokenizer_mode='hf' below transformers 5.15.0; from 5.15 the backend cannot load the "
@@ -152,7 +176,7 @@ KNOWN: tuple[Known, ...] = (
     Known("gemma3n", "*", _GEMMA3N, subjects=_SUBJECTS,
           evidence=("_get_num_multimodal_tokens", "Unable to get max input length",
                     "returned no text replacement offsets", "no text_replacement_offsets",
-                    "start_of_image",
+                    "start_of_image", "Found total 0 <image_soft_token> tokens",
                     "expected offset=", "native offset=", "prompt ids differ",
                     "a bare assertion instead of a clear error")),
     *(Known(fixture, check, reason, evidence=evidence, min_version=since)
@@ -174,9 +198,12 @@ KNOWN: tuple[Known, ...] = (
     Known("paligemma", "*", _PALIGEMMA_OFFSETS,
           evidence=("Failed to apply prompt replacement", "no placeholder left for item"),
           min_version="5.15.0", subjects=_SUBJECTS),
-    Known("paligemma", "*", _PALIGEMMA_LEGACY, max_version="5.15.0", subjects=_SUBJECTS,
-          evidence=("native offset=0 length=5", "expected offset=0 length=5",
-                    "prompt ids differ", ".labels: shape", "the hash depends on its neighbours")),
+    # Not the model checks: on the Legacy path the model itself loads and generates as native
+    *(Known("paligemma", check, _PALIGEMMA_LEGACY, max_version="5.15.0", subjects=_SUBJECTS,
+            evidence=("native offset=0 length=", "expected offset=0 length=",
+                      "prompt ids differ", ".labels: shape", "the hash depends on its neighbours"))
+      for check in ("processing", "prompt-ids", "placeholders", "embed-count", "cache", "slicing",
+                    "errors")),
     Known("*", "cache",
           "Legacy path (transformers < 5.15.0): the backend's LegacyMultiModalProcessor "
           "overrides apply() and so bypasses vLLM's multimodal processor cache by design; a "
@@ -185,6 +212,13 @@ KNOWN: tuple[Known, ...] = (
           subjects=("vllm-backend",)),
     Known("*", "errors", _BARE_ASSERT, evidence="a bare assertion instead of a clear error",
           min_version="5.15.0", subjects=_SUBJECTS),
+    Known("idefics3", "*", _IDEFICS3_NO_SPLITTING, options=("do_image_splitting",),
+          subjects=_SUBJECTS,
+          evidence=("[0] row(s) per image", "shape [0, ", "the hash depends on its neighbours")),
+    Known("gemma3", "*", _GEMMA3_PAN_AND_SCAN, options=("do_pan_and_scan",), subjects=_SUBJECTS,
+          evidence=("row(s) of image data for", "pixel_values: shape [1, 3,",
+                    "but Gemma3Processor accounts for", "but Gemma3Processor reports",
+                    "pixel_values: values differ", "the hash depends on its neighbours")),
     Known("internvl", "*",
           "vLLM's get_processor looks the checkpoint's processor_class ('InternVLProcessor') up "
           "in vllm.transformers_utils.processors first, where vLLM's own InternVLProcessor (for "
@@ -205,8 +239,18 @@ KNOWN: tuple[Known, ...] = (
                               ("aya_vision", _AYA_LEGACY))
       for check, evidence in (("processing", "embedding positions differ"),
                               ("model", "multimodal tokens to"),
+                              ("generate", "multimodal tokens to"),
                               ("placeholders", "embedding positions differ"),
                               ("embed-count", "embedding positions but the encoder produces"))),
+    *(Known("aya_vision", check,
+            "Legacy path: the backend's placeholder is (first marked position, number of marked "
+            "positions), but Aya Vision's processor leaves the '_N' after each tile marker "
+            "('TILE_1': only 'TILE' is marked) unmarked inside an image's span, so with more "
+            "than one tile the range ends that many tokens early and its is_embed mask is laid "
+            "over the wrong positions after the first gap. Seen on the real profile (5.12.1: "
+            "span 1204, backend length 1192); the HF oracle spans first to last marked token.",
+            evidence="got offset=", max_version="5.15.0")
+      for check in ("processing", "placeholders")),
     Known("internvl", "placeholders", _INTERNVL_LEGACY, evidence="embedding positions differ",
           max_version="5.15.0", subjects=("impl",)),
     Known("internvl", "embed-count", _INTERNVL_LEGACY,
@@ -237,24 +281,25 @@ KNOWN: tuple[Known, ...] = (
           "unlike native vLLM's, which keeps the prompt's tokens as written.",
           evidence="adjacent audio placeholders on the Legacy path: accepted, but unlike native",
           max_version="5.15.0", subjects=_SUBJECTS),
-    Known("qwen2_audio", "processing", _QWEN2_AUDIO_NO_OFFSETS,
-          evidence="returned no text replacement offsets", min_version="5.15.0",
-          max_version="5.17.0"),
-    Known("qwen2_audio", "model", _QWEN2_AUDIO_NO_OFFSETS,
-          evidence="returned no text replacement offsets", min_version="5.15.0",
-          max_version="5.17.0"),
-    Known("qwen2_audio", "model",
-          "The backend refuses audio models below transformers 5.13.0 ('requires "
-          "transformers>=5.13.0 for audio models support'); native vLLM serves it.",
-          evidence="requires transformers>=5.13.0 for audio", max_version="5.13.0"),
-    *(Known(fixture, "model",
+    Known("qwen2_audio", "*", _QWEN2_AUDIO_NO_OFFSETS, min_version="5.15.0", max_version="5.17.0",
+          evidence=("returned no text replacement offsets",
+                    "reported no text_replacement_offsets")),
+    *(Known("qwen2_audio", check,
+            "The backend refuses audio models below transformers 5.13.0 ('requires "
+            "transformers>=5.13.0 for audio models support'; impl mirrors it); native vLLM "
+            "serves it.",
+            evidence=("requires transformers>=5.13.0 for audio", "audio support needs "
+                      "transformers>=5.13.0"), max_version="5.13.0")
+      for check in ("model", "encoder", "generate")),
+    *(Known(fixture, check,
             "With transformers 5.12.1 the backend cannot load a hub-layout Qwen-VL checkpoint: "
             "`model.embed_tokens.weight` is not mapped onto the HF model's "
             "`model.language_model.embed_tokens` ('There is no module or parameter named "
             "'embed_tokens' in TransformersMultiModalForCausalLM'). Measured on 5.12.1; 5.14.1 "
             "loads it. Native vLLM loads it on both.",
             evidence="no module or parameter named 'embed_tokens'", max_version="5.14.1")
-      for fixture in ("qwen2_5_vl", "qwen2_vl")),
+      for fixture in ("qwen2_5_vl", "qwen2_vl")
+      for check in ("model", "encoder", "mrope", "generate")),
     Known("qwen2_audio", "model",
           "The backend encodes audio with `model.get_audio_features`, which transformers' "
           "Qwen2AudioModel does not define (checked 5.12.1 to 5.24.0; its audio tower and "
@@ -265,12 +310,12 @@ KNOWN: tuple[Known, ...] = (
 
 
 def known_reason(fixture: str, check: str, version: str, subject: str | None = None,
-                 observed: str | None = None) -> Known | None:
-    """The entry for this cell; given the observed difference, the one whose evidence it shows
-    (None if no entry explains it)."""
+                 observed: str | None = None, options: tuple[str, ...] = ()) -> Known | None:
+    """The entry for this cell; given the observed difference (and the processor options the
+    failing case set), the one whose evidence it shows (None if no entry explains it)."""
     for entry in KNOWN:
-        if entry.applies(fixture, check, version, subject):
-            if observed is None or entry.shown_by(observed):
+        if entry.applies(fixture, check, version, subject) and set(entry.options) <= set(options):
+            if observed is None or entry.shown_by(observed, options):
                 return entry
     return None
 
@@ -286,5 +331,6 @@ def markdown_table() -> str:
                 else f">={entry.min_version}, <{entry.max_version}")
         subjects = ", ".join(entry.subjects) or "any"
         reason = " ".join(entry.reason.split()).replace("|", "\\|")
-        rows.append(f"| {entry.fixture} | {entry.check} | {versions} | {subjects} | {reason} |")
+        fixture = entry.fixture + "".join(f" ({name})" for name in entry.options)
+        rows.append(f"| {fixture} | {entry.check} | {versions} | {subjects} | {reason} |")
     return "\n".join(rows) + "\n"

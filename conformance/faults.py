@@ -90,12 +90,28 @@ def _hash_neighbours() -> list[Any]:
     return [mock.patch("impl.pipeline.process", process)]
 
 
+def _options_ignored() -> list[Any]:
+    """Model-level processor options never reach the processor."""
+    import impl.hf
+    import impl.pipeline as pipeline
+
+    load, process = impl.hf.load_processor, pipeline.process
+
+    def process_without(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("processor_kwargs", None)
+        return process(*args, **kwargs)
+
+    return [mock.patch("impl.hf.load_processor", lambda path, options=None: load(path)),
+            mock.patch("impl.pipeline.process", process_without)]
+
+
 FAULTS: dict[str, Callable[[], list[Any]]] = {
     "no-unpad": _no_unpad,
     "offset-shift": _offset_shift,
     "wrong-embed-token": _wrong_embed_token,
     "wrong-slice-dim": _wrong_slice_dim,
     "hash-neighbours": _hash_neighbours,
+    "options-ignored": _options_ignored,
 }
 
 

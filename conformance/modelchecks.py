@@ -229,10 +229,11 @@ def model_config(path: str, impl: str, limits: dict[str, int], dtype: str) -> An
 
 def vllm_config_for(path: str, impl: str, limits: dict[str, int], device: str,
                     dtype: str) -> Any:
-    from vllm.config import DeviceConfig, VllmConfig
+    from vllm.config import DeviceConfig, LoadConfig, VllmConfig
 
+    load = {k: v for k, v in oracle.checkpoint_format(path, impl).items() if k == "load_format"}
     return VllmConfig(model_config=model_config(path, impl, limits, dtype),
-                      device_config=DeviceConfig(device=device))
+                      device_config=DeviceConfig(device=device), load_config=LoadConfig(**load))
 
 
 def ensure_distributed() -> None:
@@ -361,7 +362,8 @@ def hf_model(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
 def build_llm(path: str, impl: str, limits: dict[str, int], dtype: str) -> Any:
     from vllm import LLM
 
-    return LLM(model=path, model_impl=impl, max_model_len=MAX_MODEL_LEN, max_num_seqs=1,
+    return LLM(**oracle.checkpoint_format(path, impl),
+               model=path, model_impl=impl, max_model_len=MAX_MODEL_LEN, max_num_seqs=1,
                max_num_batched_tokens=MAX_MODEL_LEN, enforce_eager=True,
                limit_mm_per_prompt=limits, kv_cache_memory_bytes=32 * 1024 * 1024,
                mm_processor_cache_gb=0, seed=0, dtype=dtype)

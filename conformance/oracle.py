@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from impl.types import Placeholder, ProcessedPrompt, placeholder_from_mask
@@ -44,10 +45,33 @@ def from_vllm_output(out: Any) -> ProcessedPrompt:
     return ProcessedPrompt(tuple(out["prompt_token_ids"]), placeholders, fields, hashes)
 
 
+def checkpoint_format(path: str, impl: str) -> dict[str, str]:
+    """vLLM options choosing which half of a two-format checkpoint an implementation reads.
+
+    A folder with Mistral's format (params.json, consolidated.safetensors) beside the
+    Transformers one, as mistralai/Voxtral-Mini-3B-2507 holds: vLLM would pick the Mistral half
+    for both. Native vLLM reads it (with mistral-common's tokenizer); the backend serves the
+    Transformers half, so it is told to.
+    """
+    folder = Path(path)
+    if not all((folder / name).is_file()
+               for name in ("params.json", "consolidated.safetensors", "config.json")):
+        return {}
+    if impl == "vllm":
+        return {"tokenizer_mode": "mistral", "config_format": "mistral", "load_format": "mistral"}
+    return {"config_format": "hf", "load_format": "safetensors"}
+
+
+def model_options(path: str, impl: str) -> dict[str, str]:
+    """`checkpoint_format` less what belongs to the load config."""
+    return {k: v for k, v in checkpoint_format(path, impl).items() if k != "load_format"}
+
+
 def model_config(path: str, impl: str, limits: dict[str, int], **overrides):
     from vllm.config import ModelConfig
 
     return ModelConfig(
+        **model_options(path, impl),
         model=path,
         model_impl=impl,
         max_model_len=overrides.pop("max_model_len", 4096),
@@ -109,6 +133,7 @@ def greedy_step(path: str, impl: str, prompt: str, mm_data: dict, limits: dict[s
     from vllm import LLM, SamplingParams
 
     llm = LLM(
+        **checkpoint_format(path, impl),
         model=path,
         model_impl=impl,
         max_model_len=1024,

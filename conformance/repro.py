@@ -68,7 +68,15 @@ def replay(check: str, subject: str, fault: str | None, case_json: str, version:
               f"(use `conformance exec --transformers {version} -- python {sys.argv[0]}`)")
     ctx = make_context(case.fixture, subject, fault)
     print(f"case: {case.describe()}")
-    outcome = get_check(check).run(ctx, case)
+    try:
+        outcome = get_check(check).run(ctx, case)
+    except Exception as error:  # the subject crashed on the case: that is the failure
+        import traceback
+
+        traceback.print_exc()
+        message = "".join(traceback.format_exception_only(type(error), error)).strip()
+        print(f"{check}: FAILS: raised {message}")
+        return 1
     if outcome.ok:
         print(f"{check}: passes now")
         return 0

@@ -60,19 +60,18 @@ def media(recipe: Recipe, modality: str) -> st.SearchStrategy[Media]:
     return images(recipe) if modality == "image" else audios(recipe)
 
 
-def processor_kwargs(recipe: Recipe) -> st.SearchStrategy[tuple[tuple[str, object], ...]]:
-    """Some of the architecture's own processor options (`extra["processor_kwargs"]`: name ->
-    values to try), each left out or set."""
-    options = recipe.extra.get("processor_kwargs", {})
-    chosen = [st.one_of(st.none(), st.sampled_from(values).map(lambda v, k=k: (k, v)))
-              for k, values in sorted(options.items())]
-    return st.tuples(*chosen).map(lambda pairs: tuple(p for p in pairs if p is not None))
+def processor_options(recipe: Recipe) -> st.SearchStrategy[tuple[tuple[str, object], ...]]:
+    """One of the architecture's option sets a deployment might configure
+    (`extra["processor_options"]`: a list of {option: value} sets)."""
+    variants = [tuple(sorted(v.items())) for v in recipe.extra.get("processor_options", [])]
+    return st.sampled_from(variants) if variants else st.just(())
 
 
 @st.composite
-def cases(draw, recipe: Recipe, max_items: int = MAX_ITEMS) -> Case:
+def cases(draw, recipe: Recipe, max_items: int = MAX_ITEMS, with_options: bool = False) -> Case:
+    """A case of the recipe; `with_options`: under one of its processor option sets."""
     modality = draw(st.sampled_from(recipe.modalities))
     count = draw(st.integers(1, min(max_items, recipe.max_items)))
     items = draw(st.lists(media(recipe, modality), min_size=count, max_size=count))
     return Case(recipe.name, modality, draw(text_segments(count + 1)), tuple(items),
-                draw(processor_kwargs(recipe)))
+                draw(processor_options(recipe)) if with_options else ())

@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from conformance.cases import Case
-from conformance.oracle import from_vllm_output
+from conformance.oracle import from_vllm_output, model_options
 from fixtures.recipe import Recipe
 from impl.types import Placeholder, ProcessedPrompt
 
@@ -27,57 +27,75 @@ _TYPE_IDS = {"image": 1, "video": 2, "audio": 3}
 
 
 class VllmSubject:
-    """A vLLM multimodal processor created through the registry, as the engine would."""
+    """A vLLM multimodal processor created through the registry, as the engine would.
+
+    A case's processor options are model-level (`LLM(mm_processor_kwargs=...)`, how a
+    deployment sets them), so each distinct set gets its own `ModelConfig` and processor; impl
+    and the HF oracle take them the same way.
+    """
 
     def __init__(self, name: str, model_impl: str, path: str, recipe: Recipe):
         self.name, self.model_impl, self.path, self.recipe = name, model_impl, path, recipe
+        self._processors: dict[tuple, Any] = {}
 
-    @functools.cached_property
-    def model_config(self) -> Any:
+    def model_config(self, options: tuple[tuple[str, Any], ...] = ()) -> Any:
         from vllm.config import ModelConfig
 
         return ModelConfig(
+            **model_options(self.path, self.model_impl),
             model=self.path, model_impl=self.model_impl, max_model_len=4096,
             limit_mm_per_prompt={m: MAX_ITEMS for m in self.recipe.modalities},
+            mm_processor_kwargs=dict(options) or None,
             # Sizes the cache `new_cache` makes; `process` uses none unless given one.
             mm_processor_cache_gb=4,
         )
 
-    @functools.cached_property
-    def processor(self) -> Any:
-        from vllm.multimodal import MULTIMODAL_REGISTRY
+    def processor_for(self, options: tuple[tuple[str, Any], ...] = ()) -> Any:
+        if options not in self._processors:
+            from vllm.multimodal import MULTIMODAL_REGISTRY
 
-        return MULTIMODAL_REGISTRY.create_processor(self.model_config)
+            self._processors[options] = MULTIMODAL_REGISTRY.create_processor(
+                self.model_config(options))
+        return self._processors[options]
+
+    @property
+    def processor(self) -> Any:
+        return self.processor_for()
 
     def hf_processor(self) -> Any:
         return self.processor.info.get_hf_processor()
 
-    def new_cache(self) -> Any:
+    def new_cache(self, options: tuple[tuple[str, Any], ...] = ()) -> Any:
         from vllm.multimodal.cache import MultiModalProcessorOnlyCache
 
-        return MultiModalProcessorOnlyCache(self.model_config)
+        return MultiModalProcessorOnlyCache(self.model_config(options))
 
     def process(self, case: Case, *, cache: Any = None, as_tokens: bool = False) -> ProcessedPrompt:
+        processor = self.processor_for(case.processor_kwargs)
         prompt: str | list[int] = case.prompt(self.recipe.placeholder[case.modality])
         if as_tokens:
-            tokenizer = self.processor.info.get_tokenizer()
+            tokenizer = processor.info.get_tokenizer()
             prompt = tokenizer.encode(prompt, add_special_tokens=self.recipe.add_special_tokens)
-        mm_items = self.processor.info.parse_mm_data(case.mm_data())
-        out = self.processor(prompt, mm_items, hf_processor_mm_kwargs=dict(case.processor_kwargs),
-                             cache=cache)
-        return from_vllm_output(out)
+        mm_items = processor.info.parse_mm_data(case.mm_data())
+        return from_vllm_output(processor(prompt, mm_items, cache=cache))
 
 
 class _Checkpoint:
-    """The checkpoint's own HF processor and config, loaded once."""
+    """The checkpoint's own HF processor (one per set of model-level options) and config."""
 
     path: str
 
-    @functools.cached_property
-    def processor(self) -> Any:
-        from transformers import AutoProcessor
+    def processor_for(self, options: tuple[tuple[str, Any], ...] = ()) -> Any:
+        from impl.hf import load_processor
 
-        return AutoProcessor.from_pretrained(self.path)
+        cache = self.__dict__.setdefault("_processors", {})
+        if options not in cache:
+            cache[options] = load_processor(self.path, dict(options))
+        return cache[options]
+
+    @property
+    def processor(self) -> Any:
+        return self.processor_for()
 
     @functools.cached_property
     def config(self) -> Any:
@@ -111,7 +129,8 @@ class HfSubject(_Checkpoint):
     def process(self, case: Case, **_: Any) -> ProcessedPrompt:
         text = case.prompt(self.recipe.placeholder[case.modality])
         media_key = {"image": "images", "audio": "audio"}[case.modality]
-        out = self.processor(text=text, **{media_key: case.items()},
+        out = self.processor_for(case.processor_kwargs)(
+                             text=text, **{media_key: case.items()},
                              return_mm_token_type_ids=True, return_tensors="pt",
                              **dict(case.processor_kwargs))
         ids = tuple(out["input_ids"][0].tolist())
@@ -133,7 +152,8 @@ class HfSubject(_Checkpoint):
         return ProcessedPrompt(ids, {case.modality: placeholders} if placeholders else {})
 
     def counts(self, case: Case) -> list[int] | None:
-        counter = getattr(self.processor, "_get_num_multimodal_tokens", None)
+        counter = getattr(self.processor_for(case.processor_kwargs),
+                          "_get_num_multimodal_tokens", None)
         if counter is None or case.modality != "image":
             return None
         sizes = [[m.height, m.width] for m in case.media]
@@ -175,13 +195,15 @@ class ImplSubject(_Checkpoint):
         from conformance.faults import planted
 
         prompt: str | list[int] = case.prompt(self.recipe.placeholder[case.modality])
-        if as_tokens:
-            prompt = self.processor.tokenizer.encode(
-                prompt, add_special_tokens=self.recipe.add_special_tokens)
+        # impl's steps are looked up at call time, so a planted fault can stand in for them
         with planted(self.fault):
-            # looked up at call time, so a planted fault can stand in for it
-            return impl.pipeline.process(self.processor, prompt, case.mm_data(),
-                                processor_kwargs=dict(case.processor_kwargs), config=self.config)
+            processor = self.processor_for(case.processor_kwargs)
+            if as_tokens:
+                prompt = processor.tokenizer.encode(
+                    prompt, add_special_tokens=self.recipe.add_special_tokens)
+            return impl.pipeline.process(processor, prompt, case.mm_data(),
+                                         processor_kwargs=dict(case.processor_kwargs),
+                                         config=self.config)
 
 
 def make_subject(name: str, path: str, recipe: Recipe, fault: str | None = None) -> Any:

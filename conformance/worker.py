@@ -40,14 +40,15 @@ def keys_from_args(argv: list[str]) -> list:
 
 def build_all(fixtures: set[str]) -> None:
     """Build every fixture first: once vLLM's backend has loaded a model, transformers' model
-    classes are patched for the whole process and building a checkpoint fails."""
-    from fixtures.build import build_fixture
+    classes are patched for the whole process and building a checkpoint fails. The paths are
+    kept for the worker's life, so a recipe edited meanwhile is not rebuilt mid-run."""
+    from conformance.context import fixture_path
     from fixtures.registry import get_recipe
 
     for name in sorted(fixtures):
         try:
             get_recipe(name)
-            build_fixture(name)
+            fixture_path(name)
         except Exception:  # the cell itself reports it
             continue
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +25,47 @@ def accepted_kwargs(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> dict[s
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     }
     return {name: value for name, value in kwargs.items() if name in usable}
+
+
+MODALITY_KWARGS = ("text_kwargs", "images_kwargs", "videos_kwargs", "audio_kwargs")
+
+
+def processor_kwargs_type(processor: Any) -> Any:
+    """The TypedDict of options the processor's `__call__` takes: its `**kwargs` annotation
+    (`Unpack[XProcessorKwargs]`), else the module's `*ProcessorKwargs` class."""
+    annotation = inspect.signature(type(processor).__call__).parameters.get("kwargs")
+    if annotation is not None and (args := typing.get_args(annotation.annotation)):
+        return args[0]
+    module = importlib.import_module(type(processor).__module__)
+    return next((obj for name, obj in vars(module).items()
+                 if name.endswith("ProcessorKwargs")), None)
+
+
+def call_time_options(processor: Any) -> set[str]:
+    """Options the processor takes per call, in any modality's group."""
+    kwargs_type = processor_kwargs_type(processor)
+    if kwargs_type is None:
+        return set()
+    try:
+        groups = typing.get_type_hints(kwargs_type)
+    except Exception:  # unresolvable forward references: read the raw annotations
+        groups = getattr(kwargs_type, "__annotations__", {})
+    names: set[str] = set()
+    for group in MODALITY_KWARGS:
+        for base in getattr(groups.get(group), "__mro__", ()):
+            names.update(getattr(base, "__annotations__", {}))
+    return names
+
+
+def load_processor(path: str, options: Mapping[str, Any] | None = None) -> Any:
+    """The checkpoint's processor under model-level `options`: those its `__call__` does not
+    take per call are construction arguments (the rest reach it with every call)."""
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(path)
+    dynamic = call_time_options(processor) if options else set()
+    construct = {k: v for k, v in (options or {}).items() if k not in dynamic}
+    return AutoProcessor.from_pretrained(path, **construct) if construct else processor
 
 
 def map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

@@ -51,3 +51,13 @@ def test_readme_lists_every_known_incompatibility():
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert markdown_table() in readme, "regenerate README's list with `conformance known`"
+
+
+def test_a_finding_behind_a_processor_option_needs_that_option():
+    crops = "raised ValueError: Gemma3Processor returned 5 row(s) of image data for 2 image(s)"
+    entry = known_reason("gemma3", "slicing", "5.17.0", "impl", crops, ("do_pan_and_scan",))
+    assert entry is not None and entry.options == ("do_pan_and_scan",)
+    # the same failure on the default options is not explained by it
+    assert known_reason("gemma3", "slicing", "5.17.0", "impl", crops) is None
+    # and a check that never sets options (smoke) cannot be xpass because of it
+    assert judge("gemma3", "encoder", "5.17.0", None, {}, 0.1).status == "pass"

@@ -68,3 +68,27 @@ def test_hub_layout_renames_are_applied():
 def test_unknown_fixture_is_a_clear_error():
     with pytest.raises(KeyError, match="unknown fixture 'nope'"):
         get_recipe("nope")
+
+
+@pytest.mark.vllm
+def test_voxtral_mistral_half_serves_native_vllm():
+    """The Mistral-format half (params.json, consolidated.safetensors) is what vLLM's native
+    Voxtral reads; a token prompt (tekken makes no special tokens from text) gets one
+    placeholder of 375 [AUDIO] per audio of up to 30 s."""
+    import numpy as np
+
+    from conformance import oracle
+    from fixtures.recipes.voxtral import AUDIO_ID, TOKENS_PER_CHUNK
+
+    path = str(build_fixture("voxtral"))
+    assert oracle.checkpoint_format(path, "vllm")["config_format"] == "mistral"
+    assert oracle.checkpoint_format(path, "transformers")["config_format"] == "hf"
+    processor = oracle.create_processor(path, "vllm", {"audio": 2})
+    begin_audio = AUDIO_ID + 1
+    ids = [1, 3] + ([begin_audio] + [AUDIO_ID] * TOKENS_PER_CHUNK) * 2 + [100, 101, 4]
+    rng = np.random.default_rng(0)
+    audios = [(rng.uniform(-0.5, 0.5, n).astype(np.float32), 16000) for n in (16000, 40000)]
+    out = processor(ids, processor.info.parse_mm_data({"audio": audios}))
+    assert out["prompt_token_ids"] == ids
+    ranges = [(r.offset, r.length) for r in out["mm_placeholders"]["audio"]]
+    assert ranges == [(3, TOKENS_PER_CHUNK), (3 + TOKENS_PER_CHUNK + 1, TOKENS_PER_CHUNK)]

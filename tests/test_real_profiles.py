@@ -4,7 +4,7 @@ counts per item, tiling and padding are what users see. Slower: `pytest -m slow`
 import pytest
 import transformers
 
-from conformance.smoke import check_processing, judge
+from conformance.smoke import run_cell
 from fixtures.build import build_fixture
 from fixtures.registry import available_recipes, get_recipe
 
@@ -19,12 +19,11 @@ def test_every_recipe_has_a_real_profile(name):
 @pytest.mark.parametrize("name", [n for n in available_recipes()
                                   if "real" in get_recipe(n).profiles])
 def test_real_profile_native_and_backend_processing_agree(name):
-    recipe = get_recipe(name)
-    if not recipe.supports(transformers.__version__):
-        pytest.skip(f"{recipe.architecture} not in transformers {transformers.__version__}")
-    path = build_fixture(name, "real")
-    difference, data = check_processing(recipe, str(path))
-    verdict = judge(name, "processing", transformers.__version__, difference, data, 0.0)
+    """The `processing` cell on the real profile: pass, or xfail with a known reason."""
+    verdict = run_cell(get_recipe(name), "processing", transformers.__version__,
+                       lambda fixture: str(build_fixture(fixture, "real")))
+    if verdict.status == "n/a":
+        pytest.skip(verdict.detail)
     if verdict.status == "xfail":
         pytest.xfail(verdict.detail)
     assert verdict.status == "pass", verdict.detail

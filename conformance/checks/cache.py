@@ -21,7 +21,7 @@ def run(ctx: Context, case: Case) -> Outcome:
     if difference := output_difference(base, subject.process(case, as_tokens=True)):
         return Outcome(False, f"token prompt vs text prompt: {difference}")
     if hasattr(subject, "new_cache"):
-        cache = subject.new_cache()
+        cache = subject.new_cache(case.processor_kwargs)
         first = subject.process(case, cache=cache)
         if difference := output_difference(base, first):
             return Outcome(False, f"cache on vs off: {difference}")

@@ -1,6 +1,7 @@
 """Every check can fail: a fault planted in `impl` makes the matching check fail, with evidence
 naming what went wrong, and the reproducer written for it reproduces it on its own."""
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from conformance.faults import FAULTS, planted
 from conformance.subjects import ImplSubject
 from conformance.suite import run_suite
 from fixtures.recipe import Recipe
+from fixtures.registry import get_recipe
 
 pytestmark = pytest.mark.vllm
 
@@ -23,6 +25,7 @@ PLANTED = {
     "wrong-embed-token": ("idefics3", "embed-count", "embedding positions"),
     "wrong-slice-dim": ("idefics3", "slicing", "alone vs batch"),
     "hash-neighbours": ("llava", "cache", "depends on its neighbours"),
+    "options-ignored": ("qwen2_vl", "prompt-ids", "prompt ids differ"),
 }
 
 
@@ -33,11 +36,22 @@ def test_every_fault_is_planted_somewhere():
 @pytest.mark.parametrize("fault", sorted(PLANTED))
 def test_the_matching_check_fails_with_evidence(fault, tmp_path):
     fixture, check, words = PLANTED[fault]
-    assert run_suite(fixture, "impl", check, repro_dir=tmp_path).status == "pass"
-    result = run_suite(fixture, "impl", check, fault=fault, repro_dir=tmp_path)
+    recipe = get_recipe(fixture)
+    if fault != "options-ignored":  # the architecture's default options: a clean baseline
+        recipe = dataclasses.replace(recipe, extra={})
+    assert run_suite(fixture, "impl", check, repro_dir=tmp_path, recipe=recipe).status == "pass"
+    result = run_suite(fixture, "impl", check, fault=fault, repro_dir=tmp_path, recipe=recipe)
     assert result.status == "fail", result
     assert words in result.evidence, result.evidence
     assert Path(result.reproducer).exists()
+
+
+def test_a_finding_behind_an_option_is_searched_after_the_default_options(tmp_path):
+    result = run_suite("qwen2_vl", "impl", "prompt-ids", fault="options-ignored",
+                       repro_dir=tmp_path)
+    assert result.status == "fail"
+    assert dict(result.case.processor_kwargs) == {"max_pixels": 28 * 28}
+    assert "(with max_pixels=784)" in result.evidence
 
 
 def test_a_reproducer_reproduces_its_planted_fault_on_its_own(tmp_path):
@@ -53,7 +67,7 @@ def fake_context(processor) -> Context:
     recipe = Recipe(name="fake", architecture="Fake", modalities=("image",),
                     placeholder={"image": "<image>"}, prompt="{0}", make=None, mirrors="-")
     subject = ImplSubject("unused", recipe)
-    subject.__dict__.update(processor=processor, config=None)
+    subject.__dict__.update(_processors={(): processor}, config=None)
     return Context("fake", "unused", recipe, subject, {})
 
 
