@@ -231,9 +231,9 @@ def vllm_config_for(path: str, impl: str, limits: dict[str, int], device: str,
                     dtype: str) -> Any:
     from vllm.config import DeviceConfig, LoadConfig, VllmConfig
 
-    load = {k: v for k, v in oracle.checkpoint_format(path, impl).items() if k == "load_format"}
     return VllmConfig(model_config=model_config(path, impl, limits, dtype),
-                      device_config=DeviceConfig(device=device), load_config=LoadConfig(**load))
+                      device_config=DeviceConfig(device=device),
+                      load_config=LoadConfig(**oracle.load_options(path, impl)))
 
 
 def ensure_distributed() -> None:

@@ -63,8 +63,13 @@ def checkpoint_format(path: str, impl: str) -> dict[str, str]:
 
 
 def model_options(path: str, impl: str) -> dict[str, str]:
-    """`checkpoint_format` less what belongs to the load config."""
+    """The `checkpoint_format` options a `ModelConfig` takes."""
     return {k: v for k, v in checkpoint_format(path, impl).items() if k != "load_format"}
+
+
+def load_options(path: str, impl: str) -> dict[str, str]:
+    """The `checkpoint_format` options a `LoadConfig` takes."""
+    return {k: v for k, v in checkpoint_format(path, impl).items() if k == "load_format"}
 
 
 def model_config(path: str, impl: str, limits: dict[str, int], **overrides):

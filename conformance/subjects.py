@@ -83,15 +83,16 @@ class VllmSubject:
 class _Checkpoint:
     """The checkpoint's own HF processor (one per set of model-level options) and config."""
 
-    path: str
+    def __init__(self, path: str, recipe: Recipe):
+        self.path, self.recipe = path, recipe
+        self._processors: dict[tuple, Any] = {}
 
     def processor_for(self, options: tuple[tuple[str, Any], ...] = ()) -> Any:
-        from impl.hf import load_processor
+        if options not in self._processors:
+            from impl.hf import load_processor
 
-        cache = self.__dict__.setdefault("_processors", {})
-        if options not in cache:
-            cache[options] = load_processor(self.path, dict(options))
-        return cache[options]
+            self._processors[options] = load_processor(self.path, dict(options))
+        return self._processors[options]
 
     @property
     def processor(self) -> Any:
@@ -112,10 +113,6 @@ class HfSubject(_Checkpoint):
 
     name = "hf"
 
-    def __init__(self, path: str, recipe: Recipe):
-        self.path, self.recipe = path, recipe
-
-
     @functools.lru_cache(maxsize=4)  # noqa: B019 - one subject per checkpoint and process
     def embed_token_id(self, modality: str) -> int:
         """The token the HF model scatters this modality's encoder rows into."""
@@ -129,10 +126,9 @@ class HfSubject(_Checkpoint):
     def process(self, case: Case, **_: Any) -> ProcessedPrompt:
         text = case.prompt(self.recipe.placeholder[case.modality])
         media_key = {"image": "images", "audio": "audio"}[case.modality]
-        out = self.processor_for(case.processor_kwargs)(
-                             text=text, **{media_key: case.items()},
-                             return_mm_token_type_ids=True, return_tensors="pt",
-                             **dict(case.processor_kwargs))
+        processor = self.processor_for(case.processor_kwargs)
+        out = processor(text=text, **{media_key: case.items()}, return_mm_token_type_ids=True,
+                        return_tensors="pt", **dict(case.processor_kwargs))
         ids = tuple(out["input_ids"][0].tolist())
         type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
         if type_ids is not None:
@@ -183,9 +179,9 @@ class ImplSubject(_Checkpoint):
     """Our reference implementation on the fixture's HF processor."""
 
     def __init__(self, path: str, recipe: Recipe, fault: str | None = None):
-        self.path, self.recipe, self.fault = path, recipe, fault
+        super().__init__(path, recipe)
+        self.fault = fault
         self.name = "impl" if fault is None else f"impl+{fault}"
-
 
     def hf_processor(self) -> Any:
         return self.processor
