@@ -33,18 +33,16 @@ from impl.offsets import (
 from impl.replace import Replacement, expand_prompt
 from impl.types import Placeholder, ProcessedPrompt
 from impl.unpad import apply_unpad_images, unpad_audios
-from impl.version import at_least
+from impl.version import placeholder_strategy
 
 STRATEGIES = ("legacy", "offsets")
-# transformers from this release on report text_replacement_offsets
-OFFSETS_SINCE = "5.15.0"
 
 Media = dict[str, list[Any]]
 
 
 def strategy_for(version: str) -> str:
     """The placeholder strategy for a transformers version: offsets from 5.15.0 on."""
-    return "offsets" if at_least(version, OFFSETS_SINCE) else "legacy"
+    return placeholder_strategy(version)
 
 
 def installed_strategy() -> str:

@@ -1,26 +1,58 @@
-"""Version comparison without third-party packages, enough for transformers releases."""
+"""Transformers versions, compared as the backend compares them (packaging's `Version`).
+
+The one version parser of the project: `fixtures` and `conformance` import it from here, so a
+dev or rc build (`5.15.0.dev0`, `5.15.0rc1`) is on the same side of every boundary for the
+harness as for vLLM's backend (a pre-release of 5.15.0 is below 5.15.0: the Legacy path).
+"""
 
 from __future__ import annotations
 
-import re
+from packaging.version import InvalidVersion, Version
 
-_PRE = re.compile(r"(a|alpha|b|beta|c|rc|pre|preview|dev)\d*")
-_POST = re.compile(r"post\d*")
+# transformers from this release on report text_replacement_offsets (the Offsets path)
+OFFSETS_SINCE = "5.15.0"
 
 
-def version_key(version: str) -> tuple[tuple[int, ...], int]:
-    """Release numbers (trailing zeros dropped), then 0 for a pre-release (a/b/rc/dev) or 1
-    for a final or post release. Local labels (+cpu) are ignored."""
-    match = re.match(r"\s*v?(\d+(?:\.\d+)*)(.*)", version)
-    if match is None:
-        raise ValueError(f"not a version: {version!r}")
-    release = [int(part) for part in match.group(1).split(".")]
-    while len(release) > 1 and release[-1] == 0:
-        release.pop()
-    suffix = match.group(2).split("+", 1)[0].lower()
-    pre = _PRE.search(suffix) is not None and _POST.search(suffix) is None
-    return tuple(release), 0 if pre else 1
+def parse_version(version: str) -> Version:
+    try:
+        return Version(version)
+    except InvalidVersion as error:
+        raise ValueError(f"not a version: {version!r}") from error
 
 
 def at_least(version: str, minimum: str) -> bool:
-    return version_key(version) >= version_key(minimum)
+    return parse_version(version) >= parse_version(minimum)
+
+
+def in_range(version: str, minimum: str | None = None, maximum: str | None = None) -> bool:
+    """`minimum` inclusive, `maximum` exclusive; None: unbounded."""
+    v = parse_version(version)
+    if minimum is not None and v < parse_version(minimum):
+        return False
+    return maximum is None or v < parse_version(maximum)
+
+
+def bounds(spec: str) -> tuple[str | None, str | None]:
+    """A specifier of `>=` and `<` clauses (`">=5.15,<5.17"`, `""`: any) as (minimum, maximum).
+
+    Compared with `Version` directly rather than through packaging's SpecifierSet, whose `<V`
+    excludes V's pre-releases: the backend's own `Version(v) < Version("5.15.0")` does not."""
+    minimum = maximum = None
+    for clause in (c.strip() for c in spec.split(",") if c.strip()):
+        if clause.startswith(">="):
+            minimum = str(parse_version(clause[2:].strip()))
+        elif clause.startswith("<") and not clause.startswith("<="):
+            maximum = str(parse_version(clause[1:].strip()))
+        else:
+            raise ValueError(f"version specifier {spec!r}: only '>=V' and '<V' clauses")
+    return minimum, maximum
+
+
+def matches(version: str, spec: str) -> bool:
+    """Whether `version` satisfies `spec` (see `bounds`)."""
+    return in_range(version, *bounds(spec))
+
+
+def placeholder_strategy(version: str) -> str:
+    """`legacy` (search the expanded prompt) or `offsets` (text_replacement_offsets)."""
+    return "offsets" if at_least(version, OFFSETS_SINCE) else "legacy"
