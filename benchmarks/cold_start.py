@@ -27,7 +27,7 @@ COLUMNS = ("free:vllm", "free:transformers", "hf", "llm:vllm", "llm:transformers
 
 
 def measure_fixture(name: str, with_llm: bool) -> dict[str, float | str]:
-    from conformance import modelchecks as mc
+    from conformance.checks import model as mc
     from fixtures.build import build_fixture
     from fixtures.registry import get_recipe
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    from conformance import modelchecks as mc
+    from conformance.checks import model as mc
     from fixtures.build import build_fixture
     from fixtures.registry import available_recipes
 

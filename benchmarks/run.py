@@ -82,7 +82,7 @@ def generate_cases(recipe, count: int) -> list:
     """`count` cases from the suites' strategy, the same on every run."""
     from hypothesis import given, settings
 
-    from conformance.strategies import cases
+    from conformance.inputs.strategies import cases
 
     generated = []
 
@@ -100,7 +100,7 @@ def bench_overhead(fixture: str = "qwen2_5_vl", examples: int = 20) -> dict:
     import transformers  # noqa: F401  (import before patching)
 
     from conformance.checks import get_check
-    from conformance.context import make_context
+    from conformance.subjects.context import make_context
 
     ctx = make_context(fixture, "impl")
     _ = ctx.subject.processor
@@ -111,7 +111,7 @@ def bench_overhead(fixture: str = "qwen2_5_vl", examples: int = 20) -> dict:
     started = time.perf_counter()
     for case in generated:
         for check in checks:
-            if check.ID == "slicing":
+            if check.id == "slicing":
                 check.run(ctx, case)
             else:
                 ctx.subject.process(case)
@@ -124,12 +124,13 @@ def bench_overhead(fixture: str = "qwen2_5_vl", examples: int = 20) -> dict:
 def bench_throughput(fixtures: str = "llava,qwen2_5_vl,idefics3", versions: str = "5.12.1,5.17.0"
                      ) -> dict:
     """Cells per minute with 1 and 2 workers on the processing checks."""
-    from conformance.checks import CHECK_IDS
-    from conformance.versions import DEFAULT_VERSIONS
+    from conformance.checks import check_ids
+    from conformance.run.versions import DEFAULT_VERSIONS
     from fixtures.registry import RECIPE_MODULES
 
     out = {}
-    checks = ",".join(("processing", *CHECK_IDS))
+    case_checks = check_ids("case")
+    checks = ",".join(("processing", *case_checks))
     for jobs in (1, 2):
         with tempfile.TemporaryDirectory() as folder:
             started = time.perf_counter()
@@ -140,7 +141,7 @@ def bench_throughput(fixtures: str = "llava,qwen2_5_vl,idefics3", versions: str 
             cells = len(json.loads((Path(folder) / "results.json").read_text())["cells"])
         out[f"jobs_{jobs}"] = {"cells": cells, "seconds": round(seconds, 1),
                                "cells_per_minute": round(60 * cells / seconds, 1)}
-    default_cells = len(RECIPE_MODULES) * len(DEFAULT_VERSIONS) * (1 + 2 * len(CHECK_IDS))
+    default_cells = len(RECIPE_MODULES) * len(DEFAULT_VERSIONS) * (1 + 2 * len(case_checks))
     best = max(v["cells_per_minute"] for v in out.values())
     out["default_matrix_processing_cells"] = default_cells
     out["default_matrix_minutes_estimate"] = round(default_cells / best, 1)
@@ -165,7 +166,7 @@ def bench_switch(version: str = "5.14.1") -> dict:
 
 
 def _time_overlay(version: str, env: dict) -> float:
-    from conformance import versions
+    from conformance.run import versions
 
     shutil.rmtree(versions.overlay_dir(version), ignore_errors=True)
     saved = dict(os.environ)
@@ -180,7 +181,7 @@ def _time_overlay(version: str, env: dict) -> float:
 
 
 def _time_new_environment(version: str, env: dict, folder: Path) -> float:
-    from conformance import versions
+    from conformance.run import versions
 
     lock = ROOT / "env" / "requirements-cpu.lock"
     pins = versions.resolve_pins(version)
@@ -201,9 +202,9 @@ def bench_vllm_approach(fixture: str = "llava", comparisons: int = 8) -> dict:
     """test_common.py's way (a fresh baseline and cached processor per comparison over random
     batches) against this harness (processors built once, cases shared) for the same number of
     cached-vs-uncached comparisons."""
-    from conformance.checks.compare import output_difference
-    from conformance.context import make_context
-    from conformance.subjects import VllmSubject
+    from conformance.checks.differences import output_difference
+    from conformance.subjects.context import make_context
+    from conformance.subjects.vllm import VllmSubject
 
     ctx = make_context(fixture, "vllm-backend")
     generated = generate_cases(ctx.recipe, comparisons)

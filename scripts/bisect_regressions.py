@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance import gate, report
+from conformance.results import gate, report
 from conformance.cli import BASELINE
 
 

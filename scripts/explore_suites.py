@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from conformance.suite import run_suite
+from conformance.run.suite import run_suite
 
 
 def main(fixtures: str, subjects: str, checks: str) -> None:
@@ -18,9 +18,10 @@ def main(fixtures: str, subjects: str, checks: str) -> None:
             for check in checks.split(","):
                 started = time.time()
                 r = run_suite(fixture, subject, check, repro_dir=repro)
-                print(f"RESULT {fixture} {subject} {check}: {r.status} ({r.examples} examples, "
-                      f"{time.time() - started:.1f} s, oracle failures {r.oracle_failures}) "
-                      f"{r.evidence[:700]} | {r.oracle_note[:300]}", flush=True)
+                print(f"RESULT {fixture} {subject} {check}: {r.status} "
+                      f"({r.data.get('examples', 0)} examples, {time.time() - started:.1f} s, "
+                      f"oracle failures {r.data.get('oracle_failures', 0)}) {r.detail[:700]} | "
+                      f"{r.data.get('oracle_note', '')[:300]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ import subprocess
 
 import pytest
 
-from conformance import report
-from conformance.verdict import Verdict
+from conformance.results import report
+from conformance.results.verdict import Verdict
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

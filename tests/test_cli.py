@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import report
+from conformance.results import report
 from conformance.cli import build_parser, main
-from conformance.verdict import Verdict
+from conformance.results.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = [sys.executable, "-m", "conformance"]

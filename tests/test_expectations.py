@@ -1,7 +1,7 @@
 """Known disagreements turn a matching failure into xfail, and nothing else."""
 
 from conformance.expectations import known_reason
-from conformance.smoke import judge
+from conformance.checks.processing import judge
 
 
 def test_a_known_failure_with_its_evidence_is_xfail_with_the_reason():
@@ -27,7 +27,7 @@ def test_known_entries_are_bounded_by_version():
 
 
 def test_a_known_error_is_xfail_only_with_its_evidence():
-    from conformance.smoke import run_cell
+    from conformance.checks.processing import run_cell
     from fixtures.registry import get_recipe
 
     recipe = get_recipe("qwen2_audio")

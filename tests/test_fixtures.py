@@ -77,7 +77,7 @@ def test_voxtral_mistral_half_serves_native_vllm():
     placeholder of 375 [AUDIO] per audio of up to 30 s."""
     import numpy as np
 
-    from conformance import oracle
+    from conformance.subjects import vllm as oracle
     from fixtures.recipes.voxtral import AUDIO_ID, TOKENS_PER_CHUNK
 
     path = str(build_fixture("voxtral"))

@@ -3,11 +3,11 @@
 import json
 import sys
 
-from conformance import matrix
-from conformance.matrix import run_version
-from conformance.plan import expand_cells, model_versions, shard
-from conformance.verdict import CellKey, Verdict
-from conformance.worker import MARK, START
+from conformance.run import matrix
+from conformance.run.matrix import run_version
+from conformance.run.plan import expand_cells, model_versions, shard
+from conformance.results.verdict import CellKey, Verdict
+from conformance.run.worker import MARK, START
 
 A = CellKey("llava", "5.17.0", "impl", "cache")
 B = CellKey("gemma3", "5.17.0", "impl", "cache")
@@ -84,7 +84,7 @@ def test_a_verdict_after_an_unterminated_progress_line_is_still_read(tmp_path, m
 def test_an_unknown_fixture_is_an_error_cell_not_a_crash():
     import transformers
 
-    from conformance.cells import run_cell
+    from conformance.run.cell import run_cell
 
     verdict = run_cell(CellKey("nope", transformers.__version__, "impl", "cache"))
     assert verdict.status == "error" and "unknown fixture 'nope'" in verdict.detail

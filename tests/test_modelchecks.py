@@ -3,7 +3,7 @@ the HF model) against native vLLM's encoder outputs, M-RoPE positions and greedy
 
 A genuine disagreement is listed in conformance/expectations.py: its evidence is matched,
 then the test is marked xfail with the reason. Planted faults prove the checks can fail.
-Models are shared by every test through conformance.modelchecks.CACHE: each loads once.
+Models are shared by every test through conformance.checks.model.CACHE: each loads once.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 import torch
 import transformers
 
-from conformance import modelchecks as mc
+from conformance.checks import model as mc
 from conformance.expectations import known_reason
 from fixtures.build import build_fixture
 from fixtures.registry import available_recipes, get_recipe

@@ -2,7 +2,7 @@
 
 import torch
 
-from conformance.oracle import first_difference, placeholder_from_range
+from conformance.subjects.vllm import first_difference, placeholder_from_range
 from impl.types import Placeholder
 from impl.types import ProcessedPrompt as Processed
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.matrix import run_version
-from conformance.plan import SMOKE_SUBJECT
-from conformance.verdict import CellKey, Verdict
-from conformance.versions import DEFAULT_VERSIONS, in_vllm_window
+from conformance.run.matrix import run_version
+from conformance.run.plan import SMOKE_SUBJECT
+from conformance.results.verdict import CellKey, Verdict
+from conformance.run.versions import DEFAULT_VERSIONS, in_vllm_window
 from fixtures.registry import available_recipes
 
 pytestmark = pytest.mark.vllm

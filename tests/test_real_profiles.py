@@ -4,7 +4,7 @@ counts per item, tiling and padding are what users see. Slower: `pytest -m slow`
 import pytest
 import transformers
 
-from conformance.smoke import run_cell
+from conformance.checks.processing import run_cell
 from fixtures.build import build_fixture
 from fixtures.registry import available_recipes, get_recipe
 

@@ -3,8 +3,8 @@
 import json
 from xml.etree import ElementTree
 
-from conformance import gate, report
-from conformance.verdict import Verdict
+from conformance.results import gate, report
+from conformance.results.verdict import Verdict
 
 
 def verdicts():

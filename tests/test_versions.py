@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conformance import versions
+from conformance.run import versions
 
 
 def test_parse_version_orders_releases_and_dev_builds():

@@ -1,30 +1,50 @@
-"""The catalogue of checks. Each module has an ID, a one-line STATEMENT and `run(ctx, case)`.
+"""The catalogue of checks, discovered: every module under this package that defines `CHECK`.
 
-A check returns an Outcome whose evidence names the first differing token, item or field.
+A new check is one module here (or under `model/`) with its `CHECK = Check(...)` and the
+planted fault that proves it can fail; the plan, the cell runner, bisect, `check`'s hints, the
+README's table and the planted-fault tests all read this registry.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-from types import ModuleType
+import pkgutil
 
-from conformance.checks.base import Context, Outcome
+from conformance.checks.contract import PASS, Check, NotApplicable, Outcome
 
-CHECK_MODULES = {
-    "prompt-ids": "prompt_ids",
-    "placeholders": "placeholders",
-    "embed-count": "embed_count",
-    "cache": "cache",
-    "slicing": "slicing",
-    "errors": "errors",
-}
-CHECK_IDS = tuple(CHECK_MODULES)
+# Order of the checks in a run (and in the README's table): the checkpoint-level checks first.
+ORDER = ("processing", "model", "encoder", "mrope", "generate", "prompt-ids", "placeholders",
+         "embed-count", "cache", "slicing", "errors")
 
 
-def get_check(check_id: str) -> ModuleType:
-    if check_id not in CHECK_MODULES:
-        raise KeyError(f"unknown check {check_id!r} (known: {', '.join(CHECK_IDS)})")
-    return importlib.import_module(f"conformance.checks.{CHECK_MODULES[check_id]}")
+@functools.cache
+def registry() -> dict[str, Check]:
+    found: dict[str, Check] = {}
+    for package in ("conformance.checks", "conformance.checks.model"):
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            module = importlib.import_module(f"{package}.{info.name}")
+            check = getattr(module, "CHECK", None)
+            if not isinstance(check, Check):
+                continue
+            if check.id in found:
+                raise RuntimeError(f"check id {check.id!r} is declared twice "
+                                   f"({module.__name__} and another module)")
+            found[check.id] = check
+    order = {cid: i for i, cid in enumerate(ORDER)}
+    return dict(sorted(found.items(), key=lambda item: (order.get(item[0], len(order)),
+                                                        item[0])))
 
 
-__all__ = ["CHECK_IDS", "Context", "Outcome", "get_check"]
+def get_check(check_id: str) -> Check:
+    checks = registry()
+    if check_id not in checks:
+        raise KeyError(f"unknown check {check_id!r} (known: {', '.join(checks)})")
+    return checks[check_id]
+
+
+def check_ids(level: str | None = None) -> tuple[str, ...]:
+    return tuple(c.id for c in registry().values() if level is None or c.level == level)
+
+
+__all__ = ["PASS", "Check", "NotApplicable", "Outcome", "check_ids", "get_check", "registry"]

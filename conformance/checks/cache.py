@@ -7,12 +7,10 @@ batch, in either order; a text prompt and its token ids give the same output.
 
 from __future__ import annotations
 
-from conformance.cases import Case
-from conformance.checks.base import PASS, Context, Outcome
-from conformance.checks.compare import output_difference, value_difference
-
-ID = "cache"
-STATEMENT = "Outputs are independent of the cache, of neighbours and order, and of prompt form."
+from conformance.checks.contract import PASS, Check, Outcome, Proof
+from conformance.checks.differences import output_difference, value_difference
+from conformance.inputs.cases import Case
+from conformance.subjects.context import Context
 
 
 def run(ctx: Context, case: Case) -> Outcome:
@@ -59,3 +57,14 @@ def run(ctx: Context, case: Case) -> Outcome:
                 return Outcome(False, f"{modality} item {index}: hash changes when the order "
                                       "of items is reversed")
     return PASS
+
+
+CHECK = Check(
+    id="cache",
+    statement="Outputs are independent of the cache, of neighbours and order, and of prompt "
+              "form.",
+    hint="an item's processed data depends on its neighbours or on the prompt form: batch "
+         "padding that image_sizes does not describe, or a hash that is not per item",
+    level="case", run=run,
+    proof=Proof("hash-neighbours", "llava", "depends on its neighbours"),
+)

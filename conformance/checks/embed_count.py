@@ -8,11 +8,9 @@ own prompt that hold it.
 
 from __future__ import annotations
 
-from conformance.cases import Case
-from conformance.checks.base import PASS, Context, Outcome
-
-ID = "embed-count"
-STATEMENT = "Per item, the embedding positions are the positions the encoder's rows fill."
+from conformance.checks.contract import PASS, Check, Outcome, Proof
+from conformance.inputs.cases import Case
+from conformance.subjects.context import Context
 
 
 def run(ctx: Context, case: Case) -> Outcome:
@@ -36,3 +34,13 @@ def run(ctx: Context, case: Case) -> Outcome:
                                   f"{case.modality} token {token} sits "
                                   f"{list(token_positions[:6])}")
     return PASS
+
+
+CHECK = Check(
+    id="embed-count",
+    statement="Per item, the embedding positions are the positions the encoder's rows fill.",
+    hint="embedding positions are not where the model's image/audio token sits: the "
+         "replacement's most frequent token is not the token the encoder rows fill",
+    level="case", run=run,
+    proof=Proof("wrong-embed-token", "idefics3", "embedding positions"),
+)

@@ -15,17 +15,10 @@ from dataclasses import replace
 from typing import Any
 from unittest import mock
 
-from conformance.cases import Case
-from conformance.checks.base import (
-    PASS,
-    Context,
-    Outcome,
-    ids_difference,
-    placeholders_difference,
-)
-
-ID = "errors"
-STATEMENT = "Unplaceable inputs raise the backend's clear error instead of misaligning."
+from conformance.checks.contract import PASS, Check, Outcome, Proof
+from conformance.checks.differences import prompt_difference
+from conformance.inputs.cases import Case
+from conformance.subjects.context import Context
 
 
 @contextlib.contextmanager
@@ -73,8 +66,7 @@ def expect_error(ctx: Context, case: Case, what: str, needle: str = "",
     except Exception:
         return Outcome(False, f"{what}: native vLLM rejects it, the subject accepts it "
                               f"({len(case.media)} items placed as {located or 'nothing'})")
-    difference = ids_difference(native.prompt_ids, out.prompt_ids)
-    if difference := difference or placeholders_difference(native, out):
+    if difference := prompt_difference(native, out, ("vllm-native", ctx.subject.name)):
         return Outcome(False, f"{what}: accepted, but unlike native vLLM: {difference}")
     return None
 
@@ -105,3 +97,12 @@ def run(ctx: Context, case: Case) -> Outcome:
         if failure:
             return failure
     return PASS
+
+
+CHECK = Check(
+    id="errors",
+    statement="Unplaceable inputs raise the backend's clear error instead of misaligning.",
+    hint="a mismatched prompt is accepted silently or rejected by a bare assert",
+    level="case", run=run,
+    proof=Proof("errors-swallowed", "llava", "the subject accepts it"),
+)

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-from conformance.cases import Case
-from conformance.checks.base import (
-    PASS,
-    Context,
-    Outcome,
-    ids_difference,
-    placeholders_difference,
-)
-
-ID = "placeholders"
-STATEMENT = "Per item, placeholder offset, length and embedding positions equal native vLLM's."
+from conformance.checks.contract import PASS, Check, Outcome, Proof
+from conformance.checks.differences import prompt_difference
+from conformance.inputs.cases import Case
+from conformance.subjects.context import Context
 
 
 def run(ctx: Context, case: Case) -> Outcome:
-    oracle = "vllm-native" if "vllm-native" in ctx.oracles else "hf"
+    oracle = ctx.reference
     expected, actual = ctx.oracle_output(oracle, case), ctx.subject.process(case)
-    # Ranges in different prompts cannot be compared position by position
-    difference = ids_difference(expected.prompt_ids, actual.prompt_ids)
-    difference = difference or placeholders_difference(expected, actual)
+    difference = prompt_difference(expected, actual, (oracle, ctx.subject.name))
     return Outcome(False, f"vs {oracle}: {difference}") if difference else PASS
+
+
+CHECK = Check(
+    id="placeholders",
+    statement="Per item, placeholder offset, length and embedding positions equal native "
+              "vLLM's.",
+    hint="item ranges differ from native vLLM's: check which tokens the processor marks in "
+         "mm_token_type_ids / the replacement text, and the embedding token",
+    level="case", run=run,
+    proof=Proof("offset-shift", "llava", "ranges differ"),
+)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from conformance.cases import Case
-from conformance.checks.base import PASS, Context, Outcome, ids_difference
-
-ID = "prompt-ids"
-STATEMENT = "The subject's expanded prompt ids equal native vLLM's and the HF processor's."
+from conformance.checks.contract import PASS, Check, Outcome, Proof
+from conformance.checks.differences import ids_difference
+from conformance.inputs.cases import Case
+from conformance.subjects.context import Context
 
 
 def run(ctx: Context, case: Case) -> Outcome:
@@ -14,7 +13,17 @@ def run(ctx: Context, case: Case) -> Outcome:
     for name in ("vllm-native", "hf"):
         if name in ctx.oracles:
             difference = ids_difference(ctx.oracle_output(name, case).prompt_ids,
-                                        actual.prompt_ids)
+                                        actual.prompt_ids, (name, ctx.subject.name))
             if difference:
                 return Outcome(False, f"vs {name}: {difference}")
     return PASS
+
+
+CHECK = Check(
+    id="prompt-ids",
+    statement="The subject's expanded prompt ids equal native vLLM's and the HF processor's.",
+    hint="the prompt ids differ from the HF processor's own expansion: check how the "
+         "processor's replace_<modality>_token text tokenizes next to its neighbours",
+    level="case", run=run,
+    proof=Proof("options-ignored", "qwen2_vl", "prompt ids differ"),
+)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from conformance.cases import Case
-from conformance.checks.base import PASS, Context, Outcome
-from conformance.checks.compare import value_difference
-
-ID = "slicing"
-STATEMENT = "Each item's field slices equal the fields of that item processed alone."
+from conformance.checks.contract import PASS, Check, Outcome, Proof
+from conformance.checks.differences import value_difference
+from conformance.inputs.cases import Case
+from conformance.subjects.context import Context
 
 
 def run(ctx: Context, case: Case) -> Outcome:
@@ -21,3 +19,13 @@ def run(ctx: Context, case: Case) -> Outcome:
                                           f"{case.modality} item {index} (alone vs batch)"):
             return Outcome(False, difference)
     return PASS
+
+
+CHECK = Check(
+    id="slicing",
+    statement="Each item's field slices equal the fields of that item processed alone.",
+    hint="a field cannot be cut per item: declare it in the sub-processor's model_input_names "
+         "and keep one row layout (a leading batch dimension is dim 1)",
+    level="case", run=run,
+    proof=Proof("wrong-slice-dim", "idefics3", "alone vs batch"),
+)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cases import Case, Media
+from conformance.inputs.cases import Case, Media
 from conformance.checks import get_check
 from conformance.checks.base import Context
-from conformance.faults import FAULTS, planted
+from conformance.subjects.faults import FAULTS, planted
 from conformance.subjects import ImplSubject
-from conformance.suite import run_suite
+from conformance.run.suite import run_suite
 from fixtures.recipe import Recipe
 from fixtures.registry import get_recipe
 

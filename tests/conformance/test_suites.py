@@ -10,7 +10,7 @@ import pytest
 
 from conformance.checks import CHECK_IDS
 from conformance.subjects import SUBJECTS
-from conformance.suite import run_suite
+from conformance.run.suite import run_suite
 from fixtures.registry import available_recipes
 
 pytestmark = pytest.mark.vllm

@@ -37,7 +37,7 @@ STRATEGIES = ("offsets", "legacy")
 
 @pytest.fixture(scope="module")
 def backend() -> Any:
-    from conformance import oracle
+    from conformance.subjects import vllm as oracle
     from fixtures.build import build_fixture
 
     path = str(build_fixture("llava"))
@@ -56,7 +56,7 @@ def backend_class(mm: Any, strategy: str) -> type:
 
 
 def run_backend(processor: Any, prompt: str | list[int], mm_data: dict) -> tuple:
-    from conformance.oracle import placeholder_from_range
+    from conformance.subjects.vllm import placeholder_from_range
 
     out = processor(prompt, processor.info.parse_mm_data(mm_data, validate=False))
     placeholders = {
@@ -134,7 +134,7 @@ def test_llava(
 ) -> None:
     import transformers
 
-    from conformance.media import make_images
+    from conformance.inputs.media import make_images
 
     # what the registry picks for the installed transformers
     assert type(backend) is backend_class(mm, impl.strategy_for(transformers.__version__))
@@ -343,7 +343,7 @@ def test_dummy_text_and_max_tokens(backend: Any, mm: Any) -> None:
 def fixture_backend(name: str) -> Any:
     """vLLM's backend processor for a fixture; skips where the backend cannot be created (a
     known incompatibility, recorded in conformance/expectations.py)."""
-    from conformance import oracle
+    from conformance.subjects import vllm as oracle
     from conformance.expectations import known_reason
     from fixtures.build import build_fixture
     from fixtures.registry import get_recipe
@@ -380,7 +380,7 @@ def every_fixture() -> list[str]:
 def test_every_fixture(mm: Any, name: str, strategy: str) -> None:
     """The recipe's own prompt with its items, and one item alone: impl and the backend give
     the same ids, placeholders and per-item fields, or raise the same exception type."""
-    from conformance.smoke import smoke_case
+    from conformance.checks.processing import smoke_case
 
     recipe, backend = fixture_backend(name)
     theirs = backend_class(mm, strategy)(backend.info, backend.dummy_inputs)

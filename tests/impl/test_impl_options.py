@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PIL import Image
 
-from conformance.context import fixture_path
+from conformance.subjects.context import fixture_path
 from impl.hf import call_time_options, load_processor
 
 

@@ -1,0 +1,68 @@
+"""What a check is: its declaration (`Check`) and what it returns (`Outcome`).
+
+A check module defines one `CHECK = Check(...)`; `conformance.checks` discovers them. Two
+levels:
+
+- `case`: `run(ctx, case) -> Outcome` for one generated case; a suite cell drives it over
+  hypothesis-generated cases for one fixture and subject (`conformance.run.suite`).
+- `checkpoint`: `run(recipe, path, *, device, dtype, subject_media) -> Outcome` once per
+  fixture on fixed inputs, vLLM's backend against native vLLM (`subject_media`, when given,
+  changes the subject's media only: a planted fault).
+
+Every check names the planted fault (`conformance.subjects.faults`) and the fixture on which
+that fault makes it fail: the proof that it can fail, run by tests/conformance/test_faults.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    evidence: str = ""  # the first difference, stated precisely; empty when ok
+    measured: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, evidence: str | None, measured: dict | None = None) -> Outcome:
+        """ok when there is no evidence of a difference."""
+        return cls(evidence is None, evidence or "", measured or {})
+
+
+PASS = Outcome(True)
+
+
+class NotApplicable(Exception):  # noqa: N818 - a verdict, not an error
+    """The check does not apply to this checkpoint (e.g. M-RoPE on a model without it)."""
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A planted fault that makes the check fail on `fixture` (with `evidence` in it)."""
+
+    fault: str
+    fixture: str
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    statement: str  # what holds when it passes, one sentence
+    hint: str  # where a contributor looks first when it fails
+    level: Literal["case", "checkpoint"]
+    run: Callable[..., Outcome]
+    proof: Proof
+    needs_native: bool = False  # compares with native vLLM only: n/a without a native model
+    loads_model: bool = False  # loads models: runs on vLLM's window + 1 by default
+
+    @property
+    def exhaustive(self) -> bool:
+        """A checkpoint-level check runs its fixed inputs in full, so a known finding it no
+        longer shows is stale (xpass); a suite draws cases, and not drawing the failing one
+        proves nothing."""
+        return self.level == "checkpoint"
+

@@ -1,0 +1,107 @@
+"""The one vocabulary of differences: the first differing token, placeholder, field or value.
+
+Every comparison names its two sides (`names`: the oracle first, then the subject), so evidence
+reads the same whoever is compared: "prompt ids differ at position 5: native [..] vs backend
+[..]", "image item 1: ranges differ: native offset=7 length=4 embeds=all vs impl offset=8 ...".
+Known findings match these phrases, so change them only together with expectations/.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from impl.types import Placeholder, ProcessedPrompt
+
+Names = tuple[str, str]
+EXPECTED: Names = ("expected", "got")
+
+
+def describe(p: Placeholder) -> str:
+    embeds = "all" if len(p.embed_positions) == p.length else (
+        f"{len(p.embed_positions)} of {p.length}")
+    return f"offset={p.offset} length={p.length} embeds={embeds}"
+
+
+def ids_difference(expected: tuple[int, ...], actual: tuple[int, ...],
+                   names: Names = EXPECTED) -> str | None:
+    if expected == actual:
+        return None
+    pairs = enumerate(zip(expected, actual, strict=False))
+    index = next((i for i, (x, y) in pairs if x != y), min(len(expected), len(actual)))
+    return (f"prompt ids differ at position {index}: {names[0]} "
+            f"{list(expected[index:index + 6])} vs {names[1]} {list(actual[index:index + 6])} "
+            f"(lengths {len(expected)} vs {len(actual)})")
+
+
+def placeholders_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
+                            names: Names = EXPECTED) -> str | None:
+    a, b = names
+    for modality in sorted(set(expected.placeholders) | set(actual.placeholders)):
+        mine = expected.placeholders.get(modality, ())
+        theirs = actual.placeholders.get(modality, ())
+        if len(mine) != len(theirs):
+            return f"{modality}: {a} has {len(mine)} placeholders, {b} {len(theirs)}"
+        for index, (x, y) in enumerate(zip(mine, theirs, strict=True)):
+            if (x.offset, x.length) != (y.offset, y.length):
+                return f"{modality} item {index}: ranges differ: {a} {describe(x)} vs {b} " \
+                       f"{describe(y)}"
+            if x.embed_positions != y.embed_positions:
+                only_a = sorted(set(x.embed_positions) - set(y.embed_positions))[:5]
+                only_b = sorted(set(y.embed_positions) - set(x.embed_positions))[:5]
+                return (f"{modality} item {index}: embedding positions differ: {a} "
+                        f"{describe(x)}, {b} {describe(y)}; only {a} {only_a}, only {b} "
+                        f"{only_b}")
+    return None
+
+
+def prompt_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
+                      names: Names = EXPECTED) -> str | None:
+    """Ids first: ranges in different prompts cannot be compared position by position."""
+    return (ids_difference(expected.prompt_ids, actual.prompt_ids, names)
+            or placeholders_difference(expected, actual, names))
+
+
+def value_difference(expected: Any, actual: Any, where: str) -> str | None:
+    import torch
+
+    if isinstance(expected, torch.Tensor) or isinstance(actual, torch.Tensor):
+        if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)):
+            return f"{where}: {type(expected).__name__} vs {type(actual).__name__}"
+        if expected.shape != actual.shape:
+            return f"{where}: shape {list(expected.shape)} vs {list(actual.shape)}"
+        if expected.dtype != actual.dtype:
+            return f"{where}: dtype {expected.dtype} vs {actual.dtype}"
+        if not torch.equal(expected, actual):
+            diff = (expected.double() - actual.double()).abs()
+            first = [int(i) for i in torch.nonzero(diff)[0].tolist()]
+            return f"{where}: values differ (max abs {diff.max().item():.3g}, first at {first})"
+        return None
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
+        if len(expected) != len(actual):
+            return f"{where}: {len(expected)} entries vs {len(actual)}"
+        for i, (x, y) in enumerate(zip(expected, actual, strict=True)):
+            if difference := value_difference(x, y, f"{where}[{i}]"):
+                return difference
+        return None
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        if set(expected) != set(actual):
+            return f"{where}: fields {sorted(expected)} vs {sorted(actual)}"
+        for key in sorted(expected):
+            if difference := value_difference(expected[key], actual[key], f"{where}.{key}"):
+                return difference
+        return None
+    return None if expected == actual else f"{where}: {expected!r} vs {actual!r}"
+
+
+def output_difference(expected: ProcessedPrompt, actual: ProcessedPrompt) -> str | None:
+    """Everything a request's processing yields: ids, placeholders, per-item fields, hashes."""
+    if difference := prompt_difference(expected, actual):
+        return difference
+    for modality in sorted(set(expected.item_fields) | set(actual.item_fields)):
+        mine = expected.item_fields.get(modality, [])
+        theirs = actual.item_fields.get(modality, [])
+        if difference := value_difference(mine, theirs, f"{modality} fields"):
+            return difference
+    if expected.item_hashes != actual.item_hashes:
+        return f"item hashes differ: {expected.item_hashes} vs {actual.item_hashes}"
+    return None

@@ -1,0 +1,80 @@
+"""encoder: per-item multimodal embeddings of the backend model (and of impl on the HF model)
+equal the native model's `embed_multimodal`, compared item by item after splitting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from conformance.checks.contract import Check, Outcome, Proof
+from conformance.checks.model.inputs import (
+    error_text,
+    impl_embed,
+    process,
+    summary,
+    two_item_inputs,
+    vllm_embed,
+)
+from conformance.checks.model.loading import BACKEND, NATIVE, hf_model, require_native, vllm_model
+from conformance.checks.model.tolerances import compare_items, tolerance_for
+from fixtures.recipe import Recipe
+
+MediaHook = Callable[[list], list]  # applied to the subject's media only (planted faults)
+
+def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str = "float32",
+                  subject_media: MediaHook | None = None) -> tuple[str | None, dict]:
+    """Per-item embeddings of the backend model and of impl on the HF model vs native vLLM.
+
+    Each vLLM model gets its own processor's output for the recipe's two-item prompt (as when
+    serving); impl is fed the backend's processed items. Items are compared by index within
+    their modality, so prompt-id differences (gemma3's newlines) do not enter. A subject that
+    raises is reported as evidence; the native oracle raising ends the check."""
+    require_native(recipe)
+    tolerance = tolerance_for(dtype)
+    modality, prompt, items = two_item_inputs(recipe, path)
+    subject_items = subject_media(list(items)) if subject_media else items
+    native = vllm_model(recipe, path, NATIVE, device, dtype)
+    expected = vllm_embed(native, process(native, prompt, modality, items), device)
+    data: dict[str, Any] = {"tolerance": tolerance.describe(), "native": {
+        m: [list(e.shape) for e in es] for m, es in expected.items()}}
+
+    def backend_out() -> Any:
+        return process(vllm_model(recipe, path, BACKEND, device, dtype), prompt, modality,
+                       subject_items)
+
+    runs: dict[str, Callable[[], dict[str, list]]] = {
+        "backend": lambda: vllm_embed(vllm_model(recipe, path, BACKEND, device, dtype),
+                                      backend_out(), device),
+        "impl": lambda: impl_embed(hf_model(path, device, dtype), backend_out(), device),
+    }
+    problems: list[str] = []
+    for subject, run in runs.items():
+        try:
+            actual = run()
+        except Exception as error:  # one subject's failure is evidence, not the check's end
+            data[subject] = {"error": error_text(error)}
+            problems.append(f"{subject}: {error_text(error)}")
+            continue
+        data[subject] = {}
+        for mod in sorted(set(expected) | set(actual)):
+            found, rows = compare_items(mod, expected.get(mod, []), actual.get(mod, []),
+                                        tolerance)
+            data[subject][mod] = rows
+            problems.extend(f"{subject} {p}" for p in found)
+    return summary(problems), data
+
+
+def run(recipe: Recipe, path: str, **options: Any) -> Outcome:
+    return Outcome.of(*check_encoder(recipe, path, **options))
+
+
+CHECK = Check(
+    id="encoder",
+    statement="Per item, the backend's multimodal embeddings (and impl's on the HF model) equal "
+              "native vLLM's within the precision's tolerance.",
+    hint="the backend's image/audio features differ from native vLLM's: compare "
+         "get_image_features / get_audio_features with the native encoder, and how the output "
+         "is split per item",
+    level="checkpoint", run=run, needs_native=True, loads_model=True,
+    proof=Proof("swapped-items", "qwen2_5_vl", "image item 0: max abs"),
+)

@@ -1,0 +1,56 @@
+"""model: both implementations load the checkpoint and pick the same greedy next token for the
+recipe's two-item prompt (a smoke check: the first thing to break when serving breaks)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from conformance.checks.contract import Check, Outcome, Proof
+from conformance.checks.processing import items_per_prompt
+from conformance.inputs.media import make_items, mm_data
+from conformance.subjects import vllm
+from fixtures.recipe import Recipe
+
+
+def greedy_step(path: str, impl: str, prompt: str, mm: dict, limits: dict[str, int]
+                ) -> tuple[int, dict[int, float]]:
+    """Load the checkpoint as a vLLM model with `impl` and decode one token greedily."""
+    from vllm import SamplingParams
+
+    llm = vllm.engine(path, impl, limits)
+    try:
+        params = SamplingParams(temperature=0.0, max_tokens=1, logprobs=5)
+        (result,) = llm.generate({"prompt": prompt, "multi_modal_data": mm}, params)
+        completion = result.outputs[0]
+        top = completion.logprobs[0] if completion.logprobs else {}
+        return completion.token_ids[0], {int(k): float(v.logprob) for k, v in top.items()}
+    finally:
+        del llm
+
+
+def run(recipe: Recipe, path: str, *, subject_media: Callable[[list], list] | None = None,
+        **_: Any) -> Outcome:
+    modality, count = recipe.modalities[0], items_per_prompt(recipe)
+    prompt, items = recipe.render_prompt(modality, count), make_items(modality, count)
+    picks = {}
+    for impl in vllm.IMPLS:
+        own = subject_media(items) if subject_media and impl == vllm.BACKEND else items
+        picks[impl] = greedy_step(path, impl, prompt, mm_data(modality, own), {modality: count})
+    (native_token, native_top), (backend_token, backend_top) = (picks[vllm.NATIVE],
+                                                                picks[vllm.BACKEND])
+    data = {"native_token": native_token, "backend_token": backend_token}
+    if native_token == backend_token:
+        return Outcome.of(None, data)
+    return Outcome.of(f"greedy token differs: native {native_token} (top-5 {sorted(native_top)}) "
+                      f"vs backend {backend_token} (top-5 {sorted(backend_top)})", data)
+
+
+CHECK = Check(
+    id="model",
+    statement="Both implementations load the checkpoint and pick the same greedy next token.",
+    hint="the backend cannot load or run the model, or picks another token: start from the "
+         "error, then compare the encoder and the embedding positions",
+    level="checkpoint", run=run, needs_native=True, loads_model=True,
+    proof=Proof("backend-logits-negated", "llava", "greedy token differs"),
+)

@@ -1,0 +1,82 @@
+"""What the model checks feed the models, and how items are embedded the way vLLM batches them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from conformance.checks.model.loading import VllmModel, ensure_distributed, native_limit
+from conformance.inputs.media import make_items, mm_data
+from conformance.subjects import vllm
+from fixtures.recipe import Recipe
+
+ITEMS_PER_PROMPT = 2
+
+
+def two_item_inputs(recipe: Recipe, path: str) -> tuple[str, str, list]:
+    """The recipe's prompt with two items (one where native vLLM takes only one)."""
+    modality = recipe.modalities[0]
+    limit = native_limit(recipe, path, modality)
+    count = ITEMS_PER_PROMPT if limit is None else min(ITEMS_PER_PROMPT, limit)
+    return modality, recipe.render_prompt(modality, count), make_items(modality, count)
+
+
+def process(loaded: VllmModel, prompt: str, modality: str, items: list) -> Any:
+    """vLLM's processed inputs (prompt ids, placeholders, per-item fields) for one prompt."""
+    return vllm.apply(loaded.processor, prompt, mm_data(modality, items))
+
+
+def items_in_prompt_order(out: Any) -> list[tuple[str, int, Any]]:
+    """(modality, index, item) sorted by placeholder offset, as the engine schedules them."""
+    from vllm.multimodal.utils import argsort_mm_positions
+
+    return [(m, i, out["mm_kwargs"][m][i]) for m, i in argsort_mm_positions(out["mm_placeholders"])]
+
+
+def embed(out: Any, device: str, run: Callable[..., Sequence[Any]]) -> dict[str, list]:
+    """Per modality, one embedding per item: the items batched the way vLLM's model runner
+    batches them (`group_and_batch_mm_kwargs`), each batch through `run`, output split."""
+    import torch
+    from vllm.multimodal.utils import group_and_batch_mm_kwargs
+
+    ordered = items_in_prompt_order(out)
+    outputs: list = []
+    with torch.inference_mode():
+        for modality, count, batch in group_and_batch_mm_kwargs(
+                [(m, item) for m, _, item in ordered], device=device):
+            got = list(run(**batch))
+            if len(got) != count:
+                shapes = [tuple(e.shape) for e in got]
+                raise ValueError(f"a batch of {count} {modality} item(s) gave {len(got)} "
+                                 f"embedding(s), of shapes {shapes}")
+            outputs.extend(got)
+    per_modality: dict[str, list] = {}
+    for (modality, _, _), embedding in zip(ordered, outputs, strict=True):
+        per_modality.setdefault(modality, []).append(embedding)
+    return per_modality
+
+
+def vllm_embed(loaded: VllmModel, out: Any, device: str) -> dict[str, list]:
+    from vllm.config import set_current_vllm_config
+
+    with set_current_vllm_config(loaded.vllm_config):
+        ensure_distributed()  # a collected engine may have torn it down
+        return embed(out, device, loaded.model.embed_multimodal)
+
+
+def impl_embed(model: Any, out: Any, device: str) -> dict[str, list]:
+    import impl.encoder
+
+    return embed(out, device, lambda **kwargs: impl.encoder.embed_multimodal(model, **kwargs))
+
+
+def error_text(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def summary(problems: Sequence[str], limit: int = 6) -> str | None:
+    """The evidence: the first problems verbatim (data holds every measurement)."""
+    if not problems:
+        return None
+    more = f"; and {len(problems) - limit} more" if len(problems) > limit else ""
+    return "; ".join(problems[:limit]) + more

@@ -1,0 +1,225 @@
+"""Models loaded once per process: vLLM's native and backend models, the HF model, engines.
+
+Keyed by (kind, path, impl, transformers version, device, dtype) in `CACHE`. Encoder and
+M-RoPE checks build vLLM's own model classes with vLLM's weight loading but without an engine
+(`get_model`), several times faster than `LLM(...)`; decoding needs the engine's scheduler and
+KV cache, so `generate` uses `LLM(...)` (and the others reuse an engine that already exists).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.checks.contract import NotApplicable
+from conformance.subjects import vllm
+from conformance.subjects.vllm import BACKEND, MAX_ITEMS, NATIVE
+from fixtures.recipe import Recipe
+
+HF = "hf"  # the plain transformers model impl drives
+
+
+@dataclass
+class VllmModel:
+    """A vLLM model class with its weights loaded, its config and its own processor."""
+
+    model: Any
+    vllm_config: Any
+    processor: Any
+    engine: Any = None  # the `LLM` it was taken from, if any
+
+
+@dataclass
+class ModelCache:
+    """Everything loaded, keyed by (kind, path, impl, transformers version, device, dtype);
+    `seconds` records how long each entry took to build (its cold start)."""
+
+    entries: dict[tuple, Any] = field(default_factory=dict)
+    seconds: dict[tuple, float] = field(default_factory=dict)
+
+    def get(self, key: tuple, build: Callable[[], Any]) -> Any:
+        if key not in self.entries:
+            started = time.perf_counter()
+            self.entries[key] = build()
+            self.seconds[key] = time.perf_counter() - started
+        return self.entries[key]
+
+    def drop(self, kind: str | None = None, key: tuple | None = None) -> None:
+        """Forget entries (all, one kind, or one key). A collected engine tears down the
+        process's distributed state, which `ensure_distributed` sets up again on next use."""
+        import gc
+
+        for k in [k for k in self.entries
+                  if (kind is None or k[0] == kind) and (key is None or k == key)]:
+            del self.entries[k]
+        gc.collect()
+
+
+CACHE = ModelCache()
+# True: the engine-free checks take their models out of `LLM(...)` engines, so one engine per
+# implementation serves all three checks; False: they load engine-free (faster), and an engine
+# that already exists is still reused.
+PREFER_LLM = os.environ.get("MODELCHECKS_PREFER_LLM", "") == "1"
+
+
+def cache_key(kind: str, path: str, impl: str, device: str, dtype: str) -> tuple:
+    import transformers
+
+    return (kind, str(path), impl, transformers.__version__, device, dtype)
+
+
+def limits_for(recipe: Recipe) -> dict[str, int]:
+    return {modality: MAX_ITEMS for modality in recipe.modalities}
+
+
+def ensure_distributed() -> None:
+    """A single-process group, as a vLLM worker sets up (and `LLM` reuses once it exists)."""
+    import torch
+    from vllm.config import VllmConfig, get_current_vllm_config_or_none, set_current_vllm_config
+    from vllm.distributed import parallel_state
+    from vllm.platforms import current_platform
+
+    if parallel_state.model_parallel_is_initialized():
+        return
+    # the groups read the parallel sizes from the current config; a default one has all 1
+    current = get_current_vllm_config_or_none()
+    with contextlib.ExitStack() as stack:
+        if current is None:
+            stack.enter_context(set_current_vllm_config(VllmConfig()))
+        if not torch.distributed.is_initialized():
+            folder = tempfile.mkdtemp(prefix="modelchecks-dist-")
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
+            init = f"file://{folder}/store"
+            parallel_state.init_distributed_environment(1, 0, init, 0,
+                                                        current_platform.dist_backend)
+        parallel_state.initialize_model_parallel(1, 1)
+
+
+def prepare(engine: bool = False) -> float:
+    """Import what loading needs and set up the process group, so a model's cold start is
+    measured without the one-off cost; returns the seconds it took."""
+    import importlib
+
+    started = time.perf_counter()
+    from vllm.platforms import current_platform
+
+    modules = ["transformers", "vllm.config", "vllm.distributed", "vllm.multimodal",
+               "vllm.multimodal.utils", "vllm.model_executor.model_loader"]
+    if engine:
+        worker = "cpu_worker" if current_platform.is_cpu() else "gpu_worker"
+        modules += ["vllm.entrypoints.llm", "vllm.v1.engine.llm_engine", "vllm.v1.engine.core",
+                    "vllm.v1.executor.uniproc_executor", f"vllm.v1.worker.{worker}"]
+    for module in modules:
+        importlib.import_module(module)
+    ensure_distributed()
+    return time.perf_counter() - started
+
+
+def build_vllm_model(path: str, impl: str, limits: dict[str, int], device: str,
+                     dtype: str) -> VllmModel:
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader import get_model
+
+    config = vllm.vllm_config(path, impl, limits, device, dtype)
+    with set_current_vllm_config(config):
+        ensure_distributed()
+        model = get_model(vllm_config=config).eval()
+    processor = vllm.create_processor(config.model_config)
+    return VllmModel(model, config, processor)
+
+
+def model_of_llm(engine: Any) -> VllmModel:
+    """The model inside an in-process engine (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    (model,) = engine.apply_model(lambda m: m)
+    config = engine.llm_engine.vllm_config
+    return VllmModel(model, config, vllm.create_processor(config.model_config), engine)
+
+
+def vllm_model(recipe: Recipe, path: str, impl: str, device: str = "cpu",
+               dtype: str = "float32") -> VllmModel:
+    """vLLM's model for `impl` ("vllm" native, "transformers" backend): the cached engine's
+    when there is one (or PREFER_LLM), else loaded engine-free."""
+    key = cache_key("model", path, impl, device, dtype)
+    if key not in CACHE.entries and (
+            PREFER_LLM or cache_key("llm", path, impl, device, dtype) in CACHE.entries):
+        return CACHE.get(key, lambda: model_of_llm(llm(recipe, path, impl, device, dtype)))
+    return CACHE.get(key, lambda: build_vllm_model(path, impl, limits_for(recipe), device, dtype))
+
+
+def build_hf_model(path: str, device: str, dtype: str) -> Any:
+    """The base model (`AutoModel`), which is what the backend wraps and calls into."""
+    import torch
+    from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report lists the unused lm_head
+    try:
+        with hf_init_context(path):
+            model = AutoModel.from_pretrained(path, dtype=getattr(torch, dtype))
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return model.to(device).eval()
+
+
+@contextlib.contextmanager
+def hf_init_context(path: str) -> Iterator[None]:
+    """Where a transformers model of checkpoint `path` may be instantiated. Loading the backend
+    decorates transformers' model classes process-wide (vLLM's torch.compile wrapper), whose
+    __init__ then needs a current vLLM config describing a model; with compilation off the
+    wrapper only forwards. (Building a fixture checkpoint after the backend has loaded fails
+    the same way, so build fixtures before loading models.)"""
+    from vllm.config import get_current_vllm_config_or_none, set_current_vllm_config
+
+    if get_current_vllm_config_or_none() is not None:
+        yield
+        return
+    with set_current_vllm_config(any_vllm_config(path)):
+        yield
+
+
+def any_vllm_config(path: str) -> Any:
+    """A VllmConfig for `path`: native's, else the backend's (each fails on some models)."""
+    try:
+        return vllm.vllm_config(path, NATIVE, {}, "cpu", "float32")
+    except Exception:
+        return vllm.vllm_config(path, BACKEND, {}, "cpu", "float32")
+
+
+def hf_model(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
+    return CACHE.get(cache_key("hf", path, HF, device, dtype),
+                     lambda: build_hf_model(path, device, dtype))
+
+
+def llm(recipe: Recipe, path: str, impl: str, device: str = "cpu",
+        dtype: str = "float32") -> Any:
+    """The engine (`LLM`), for decoding; the device is the platform's."""
+    return CACHE.get(cache_key("llm", path, impl, device, dtype),
+                     lambda: vllm.engine(path, impl, limits_for(recipe), dtype=dtype))
+
+
+def require_native(recipe: Recipe) -> None:
+    if not recipe.native_in_vllm:
+        raise NotApplicable(f"vLLM has no native {recipe.architecture} to compare with")
+
+
+def native_config(recipe: Recipe, path: str) -> Any:
+    """Native vLLM's ModelConfig, for what it says about the model without loading it."""
+    return CACHE.get(cache_key("config", path, NATIVE, "cpu", "float32"),
+                     lambda: vllm.model_config_for_loading(path, NATIVE, limits_for(recipe),
+                                                        "float32"))
+
+
+def native_limit(recipe: Recipe, path: str, modality: str) -> int | None:
+    """Items of `modality` native vLLM takes per prompt (None: no limit of its own)."""
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    info = MULTIMODAL_REGISTRY.get_processing_info(native_config(recipe, path))
+    return info.get_supported_mm_limits().get(modality)

@@ -1,0 +1,111 @@
+"""The `conformance` command line (also `python -m conformance`): one module per command group."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from conformance.cli.bisect import cmd_bisect
+from conformance.cli.check import cmd_check
+from conformance.cli.common import BASELINE, fail
+from conformance.cli.env import cmd_exec, cmd_fixtures, cmd_versions
+from conformance.cli.results import cmd_baseline, cmd_gate, cmd_known, cmd_merge
+from conformance.cli.run import cmd_run
+from conformance.paths import REPORTS_DIR
+from conformance.run.versions import DEFAULT_VERSIONS
+
+__all__ = ["BASELINE", "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="conformance",
+        description="Conformance harness for vLLM's Transformers backend for multimodal models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="the main job: fixtures x versions x subjects x checks")
+    run.add_argument("--fixtures", help="comma-separated fixtures (default: all)")
+    run.add_argument("--versions", help="comma-separated transformers versions (default: "
+                     f"{','.join(DEFAULT_VERSIONS)}; `model` on vLLM's window + 1)")
+    run.add_argument("--subjects", help="comma-separated subjects (default: impl,vllm-backend)")
+    run.add_argument("--checks", help="comma-separated checks (default: all)")
+    run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
+                     help="hypothesis profile (default: dev)")
+    run.add_argument("--jobs", type=int, default=1, help="versions run at once (default: 1)")
+    run.add_argument("--device", default="cpu", help="model checks' device: cpu or cuda")
+    run.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                     help="model checks' dtype; tolerances follow the GPU noise floor")
+    run.add_argument("--shard", help="i/n: run only shard i of n (1-based)")
+    run.add_argument("--output", help="run folder (default: reports/runs/latest)")
+    run.add_argument("--resume", action="store_true", help="keep the run folder's finished cells")
+    run.add_argument("--cell-timeout", type=float, default=900.0, help="seconds per cell")
+    run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser("check", help="every applicable check on one checkpoint")
+    check.add_argument("checkpoint", help="a local checkpoint folder or a hub id (owner/name)")
+    check.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"))
+    check.add_argument("--output", default=str(REPORTS_DIR / "runs" / "check"),
+                       help="report folder (default: reports/runs/check)")
+    check.set_defaults(func=cmd_check)
+
+    gate = sub.add_parser("gate", help="exit 1 when a cell that passed in the baseline fails now")
+    gate.add_argument("results", help="results.json (or its run folder)")
+    gate.add_argument("--baseline", default=str(BASELINE), help="default: reports/baseline.json")
+    gate.add_argument("--show-missing", action="store_true", help="list baseline cells not run")
+    gate.add_argument("--baseline-version", help="compare every cell with the baseline's cell "
+                      "on this transformers version (gating a candidate against the pin)")
+    gate.set_defaults(func=cmd_gate)
+
+    base = sub.add_parser("baseline", help="refresh the committed baseline from a run's results")
+    base.add_argument("results", help="results.json (or its run folder)")
+    base.add_argument("--output", default=str(BASELINE), help="default: reports/baseline.json")
+    base.set_defaults(func=cmd_baseline)
+
+    bis = sub.add_parser("bisect", help="first transformers release where a cell goes bad")
+    bis.add_argument("--arch", required=True, help="fixture name, e.g. gemma3")
+    bis.add_argument("--check", required=True, help="check id, e.g. prompt-ids")
+    bis.add_argument("--subject", help="default: impl (vllm-backend for checkpoint-level checks)")
+    bis.add_argument("--good", required=True, help="a release where the cell is good")
+    bis.add_argument("--bad", required=True, help="a release where the cell is bad")
+    bis.add_argument("--versions", help="comma-separated releases to search (default: every "
+                     "stable release between --good and --bad on the package index)")
+    bis.add_argument("--fault", help="plant an impl fault, e.g. 'offset-shift>=5.16.1' (demo)")
+    bis.set_defaults(func=cmd_bisect)
+
+    merge = sub.add_parser("merge", help="combine the results of shards into one report")
+    merge.add_argument("results", nargs="+", help="results.json files or run folders")
+    merge.add_argument("--output", default=str(REPORTS_DIR / "runs" / "merged"))
+    merge.set_defaults(func=cmd_merge)
+
+    ver = sub.add_parser("versions", help="list, install or lock transformers overlays")
+    ver.add_argument("action", choices=("list", "install", "lock"))
+    ver.add_argument("--versions", help="comma-separated versions (default: the matrix)")
+    ver.set_defaults(func=cmd_versions)
+
+    fix = sub.add_parser("fixtures", help="list or build the offline fixtures")
+    fix.add_argument("action", choices=("list", "build"))
+    fix.add_argument("--fixtures", help="comma-separated fixture names (default: all)")
+    fix.add_argument("--profile", default="tiny", choices=("tiny", "real"))
+    fix.add_argument("--force", action="store_true", help="rebuild even if cached")
+    fix.set_defaults(func=cmd_fixtures)
+
+    known = sub.add_parser("known", help="the known incompatibilities, as a Markdown table")
+    known.set_defaults(func=cmd_known)
+
+    exe = sub.add_parser("exec", help="run a command with another transformers version active")
+    exe.add_argument("--transformers", required=True, help="transformers version, e.g. 5.12.1")
+    exe.add_argument("command_line", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    exe.set_defaults(func=cmd_exec)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (KeyError, ValueError, RuntimeError, OSError) as error:
+        return fail(str(error).strip('"'))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

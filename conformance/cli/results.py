@@ -1,0 +1,57 @@
+"""`conformance gate`, `baseline`, `merge` and `known`: reading and comparing results."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from conformance.results.verdict import BAD, Verdict
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from conformance.results import gate, report
+
+    baseline, _ = report.read_results(Path(args.baseline))
+    current, _ = report.read_results(Path(args.results))
+    result = gate.compare(baseline, current, compare_missing=args.show_missing,
+                          baseline_version=args.baseline_version)
+    print(gate.render(result))
+    return 0 if result.ok else 1
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from conformance.results import report
+
+    verdicts, meta = report.read_results(Path(args.results))
+    out = Path(args.output)
+    report.write_results(out, report.latest_per_cell(verdicts), {**meta, "baseline_of": str(
+        args.results)})
+    print(f"wrote {out} from {args.results} ({len(verdicts)} cells)")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from conformance.results import report
+
+    verdicts: list[Verdict] = []
+    metas = []
+    for path in args.results:
+        got, meta = report.read_results(Path(path))
+        verdicts += got
+        metas.append(meta)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"merged_from": list(args.results),
+            "seconds": sum(m.get("seconds") or 0 for m in metas)}
+    report.write_reports(out, verdicts, meta)
+    merged = report.latest_per_cell(verdicts)
+    print(f"merged {len(args.results)} results into {out}/ ({len(merged)} cells)")
+    return 1 if any(v.status in BAD for v in merged) else 0
+
+
+def cmd_known(args: argparse.Namespace) -> int:
+    from conformance.expectations import load
+
+    for finding in load():
+        print(f"{finding.id}: {finding.title} [{finding.describe_versions()}]")
+    return 0

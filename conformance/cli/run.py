@@ -1,0 +1,118 @@
+"""`conformance run`: the main job, with a progress display."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import time
+from pathlib import Path
+
+from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
+from conformance.paths import REPORTS_DIR
+from conformance.results.verdict import BAD, CellKey, Verdict
+from conformance.run.versions import DEFAULT_VERSIONS, ENV_VERSION
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from conformance.checks import check_ids
+    from conformance.results import report
+    from conformance.run.plan import expand_cells, shard
+    from fixtures.registry import RECIPE_MODULES, available_recipes
+
+    fixtures = csv(args.fixtures) or available_recipes()
+    all_checks = check_ids()
+    checks = csv(args.checks) or all_checks
+    subjects = csv(args.subjects) or DEFAULT_SUBJECTS
+    versions = csv(args.versions) or DEFAULT_VERSIONS
+    for kind, given, known in (("fixture", fixtures, RECIPE_MODULES), ("check", checks, all_checks),
+                               ("subject", subjects, DEFAULT_SUBJECTS)):
+        if unknown := sorted(set(given) - set(known)):
+            return fail(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    os.environ["CONFORMANCE_HYPOTHESIS_PROFILE"] = args.profile
+    os.environ["CONFORMANCE_DEVICE"], os.environ["CONFORMANCE_DTYPE"] = args.device, args.dtype
+    cells = expand_cells(fixtures, versions, subjects, checks)
+    if args.shard:
+        index, _, count = args.shard.partition("/")
+        cells = shard(cells, int(index), int(count))
+    run_dir = Path(args.output) if args.output else REPORTS_DIR / "runs" / "latest"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    partial = run_dir / "results.jsonl"
+    if not args.resume:
+        for stale in run_dir.glob("*"):
+            if stale.is_file():
+                stale.unlink()
+    verdicts = report.read_partial(partial)
+    done = {v.key for v in verdicts}
+    todo = [c for c in cells if c not in done]
+    print(f"{len(cells)} cells ({len(done & set(cells))} already done): "
+          f"{len(fixtures)} fixtures x {len(versions)} transformers versions x "
+          f"{len(subjects)} subjects x {len(checks)} checks; profile {args.profile}; "
+          f"{args.jobs} job(s)", flush=True)
+    started = time.monotonic()
+    with Progress(len(cells), len(cells) - len(todo)) as progress:
+        def record(verdict: Verdict) -> None:
+            verdicts.append(verdict)
+            report.append(partial, verdict)
+            progress.finished(verdict)
+
+        from conformance.run.matrix import run_cells
+
+        run_cells(todo, run_dir, record, jobs=args.jobs, cell_timeout=args.cell_timeout,
+                  on_start=progress.started)
+    meta = {
+        "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "seconds": round(time.monotonic() - started, 1),
+        "fixtures": list(fixtures), "versions": list(versions), "subjects": list(subjects),
+        "checks": list(checks), "profile": args.profile, "shard": args.shard,
+        "device": args.device, "dtype": args.dtype,
+        "environment_transformers": ENV_VERSION,
+    }
+    cell_set = set(cells)
+    verdicts = [v for v in report.latest_per_cell(verdicts) if v.key in cell_set]
+    report.write_reports(run_dir, verdicts, meta)
+    report.print_table(verdicts)
+    print(f"reports: {run_dir}/ (results.json, report.md, report.html, junit.xml)")
+    return 1 if any(v.status in BAD for v in verdicts) else 0
+
+
+class Progress:
+    """Cells done, running and failed, with an estimate of the time left (rich, on a TTY)."""
+
+    def __init__(self, total: int, done: int):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import Progress as RichProgress
+
+        self.console = Console(stderr=False)
+        self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
+                                MofNCompleteColumn(), TimeRemainingColumn(), console=self.console,
+                                transient=False, disable=not self.console.is_terminal)
+        self.task = self.bar.add_task("", total=total, completed=done)
+        self.running: set[CellKey] = set()
+        self.failed = 0
+
+    def __enter__(self) -> Progress:
+        self.bar.__enter__()
+        self._describe()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.__exit__(*exc)
+
+    def _describe(self) -> None:
+        running = ", ".join(f"{k.fixture}/{k.check}@{k.version}" for k in sorted(self.running))
+        self.bar.update(self.task, description=f"failed {self.failed} | running {running or '-'}")
+
+    def started(self, key: CellKey) -> None:
+        self.running.add(key)
+        self._describe()
+
+    def finished(self, verdict: Verdict) -> None:
+        self.running.discard(verdict.key)
+        self.failed += verdict.status in BAD
+        self.bar.advance(self.task)
+        self._describe()
+        if not self.console.is_terminal or verdict.status in BAD:
+            self.bar.console.print(f"  {verdict.status:>7}  {verdict.key.label()} "
+                                   f"({verdict.seconds:.1f} s)", highlight=False, markup=False)

@@ -1,0 +1,105 @@
+"""Known findings, read from `findings.toml` (data a reviewer reads, never code in the tests).
+
+`explain` answers "which finding explains this failure?" for one cell; `applicable` "which
+finding applies to this cell at all?" (a checkpoint-level cell it applies to that passes is a
+stale finding: `xpass`). `findings_markdown` renders the generated document.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from impl.version import bounds, matches
+
+FINDINGS_FILE = Path(__file__).resolve().parent / "findings.toml"
+ANY = "*"
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    title: str
+    reason: str
+    fixtures: tuple[str, ...]  # ("*",): every fixture
+    evidence: Mapping[str, tuple[str, ...]]  # check ("*": any) -> one must be observed
+    versions: str = ""  # ">=5.15,<5.17"; "": every version
+    subjects: tuple[str, ...] = ()  # empty: any
+    options: tuple[str, ...] = ()  # processor options the failing case must set
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        return tuple(self.evidence)
+
+    def applies(self, fixture: str, check: str, version: str, subject: str | None = None,
+                options: tuple[str, ...] = ()) -> bool:
+        if ANY not in self.fixtures and fixture not in self.fixtures:
+            return False
+        if ANY not in self.evidence and check not in self.evidence:
+            return False
+        if subject and self.subjects and subject not in self.subjects:
+            return False
+        if not set(self.options) <= set(options):
+            return False
+        return matches(version, self.versions)
+
+    def shown_by(self, check: str, observed: str) -> bool:
+        shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ())
+        return any(text in observed for text in shown)
+
+    def describe_versions(self) -> str:
+        low, high = bounds(self.versions)
+        if low and high:
+            return f">={low}, <{high}"
+        return f">={low}" if low else (f"<{high}" if high else "all")
+
+
+def parse(raw: dict) -> Finding:
+    unknown = set(raw) - {"id", "title", "reason", "fixtures", "evidence", "versions",
+                          "subjects", "options"}
+    if unknown:
+        raise ValueError(f"finding {raw.get('id')!r}: unknown keys {sorted(unknown)}")
+    bounds(raw.get("versions", ""))  # a malformed specifier fails at load, not at match
+    return Finding(
+        id=raw["id"], title=raw["title"], reason=" ".join(raw["reason"].split()),
+        fixtures=tuple(raw["fixtures"]),
+        evidence={check: tuple(texts) for check, texts in raw["evidence"].items()},
+        versions=raw.get("versions", ""), subjects=tuple(raw.get("subjects", ())),
+        options=tuple(raw.get("options", ())),
+    )
+
+
+@functools.cache
+def load(path: Path = FINDINGS_FILE) -> tuple[Finding, ...]:
+    with open(path, "rb") as stream:
+        findings = tuple(parse(raw) for raw in tomllib.load(stream).get("finding", []))
+    ids = [f.id for f in findings]
+    if duplicates := sorted({i for i in ids if ids.count(i) > 1}):
+        raise ValueError(f"{path.name}: finding ids used twice: {', '.join(duplicates)}")
+    return findings
+
+
+def get(finding_id: str) -> Finding:
+    for finding in load():
+        if finding.id == finding_id:
+            return finding
+    raise KeyError(f"no finding {finding_id!r}")
+
+
+def explain(fixture: str, check: str, version: str, subject: str | None, observed: str,
+            options: tuple[str, ...] = ()) -> Finding | None:
+    """The finding that explains `observed` in this cell (None: nothing does, a new failure)."""
+    for finding in load():
+        if finding.applies(fixture, check, version, subject, options) and \
+                finding.shown_by(check, observed):
+            return finding
+    return None
+
+
+def applicable(fixture: str, check: str, version: str, subject: str | None = None
+               ) -> Finding | None:
+    """A finding that applies to this cell on its default options, whatever was observed."""
+    return next((f for f in load() if f.applies(fixture, check, version, subject)), None)

@@ -1,0 +1,76 @@
+"""Media: every image and audio the harness feeds a processor, made from a spec and a seed.
+
+A `Media` spec is data (a case serialises it into a reproducer); `materialise` makes the same
+object for the same spec. The checkpoint-level checks use `smoke_media`: items of distinct
+sizes, so that swapping two of them changes what the model sees.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SAMPLING_RATE = 16000
+IMAGE_SIZES: tuple[tuple[int, int], ...] = ((40, 60), (64, 32), (50, 50), (30, 90))  # (h, w)
+AUDIO_SECONDS: tuple[float, ...] = (1.0, 0.6, 1.4, 0.8)
+
+
+@dataclass(frozen=True)
+class Media:
+    """One item: an image of (height, width) or an audio of `samples`, filled from `seed`."""
+
+    modality: str
+    height: int = 0
+    width: int = 0
+    samples: int = 0
+    seed: int = 0
+
+    def materialise(self) -> Any:
+        return _materialise(self)
+
+    def describe(self) -> str:
+        if self.modality == "image":
+            return f"image {self.height}x{self.width} (seed {self.seed})"
+        return f"audio {self.samples / SAMPLING_RATE:.3f} s (seed {self.seed})"
+
+
+@functools.lru_cache(maxsize=256)
+def _materialise(media: Media) -> Any:
+    """The same object for the same spec: checks process one item many times (alone, in
+    batches, reordered); processors do not modify their inputs."""
+    rng = np.random.RandomState(media.seed)
+    if media.modality == "image":
+        from PIL import Image
+
+        pixels = rng.randint(0, 256, (media.height, media.width, 3), dtype=np.uint8)
+        return Image.fromarray(pixels)
+    if media.modality == "audio":
+        return rng.uniform(-0.5, 0.5, media.samples).astype(np.float32)
+    raise ValueError(f"no media of modality {media.modality!r}")
+
+
+def smoke_media(modality: str, count: int) -> tuple[Media, ...]:
+    """`count` items of distinct sizes (seeds 0, 1, ...): the checkpoint-level checks' inputs."""
+    if modality == "image":
+        return tuple(Media("image", height=h, width=w, seed=i)
+                     for i, (h, w) in enumerate(IMAGE_SIZES[:count]))
+    if modality == "audio":
+        return tuple(Media("audio", samples=int(seconds * SAMPLING_RATE), seed=i)
+                     for i, seconds in enumerate(AUDIO_SECONDS[:count]))
+    raise ValueError(f"no media maker for modality {modality!r}")
+
+
+def make_items(modality: str, count: int) -> list:
+    """The materialised `smoke_media`."""
+    return [m.materialise() for m in smoke_media(modality, count)]
+
+
+def mm_data(modality: str, items: Sequence) -> dict[str, list]:
+    """vLLM's `multi_modal_data` form: audios carry their sampling rate."""
+    if modality == "audio":
+        return {"audio": [(item, SAMPLING_RATE) for item in items]}
+    return {modality: list(items)}

@@ -1,0 +1,77 @@
+"""Hypothesis strategies for cases: small generators that compose.
+
+Prompts interleave text and placeholders (adjacent ones too, at the start and at the end);
+images vary in size and aspect ratio (tiny, extreme, larger than the resize target); audios
+vary in length; batches vary in size and order.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from conformance.inputs.cases import Case
+from conformance.inputs.media import SAMPLING_RATE, Media
+from fixtures.recipe import Recipe
+
+TEXT_PIECES = ("", " ", "\n", "Describe", " this", "?", " and", "\n\n", "The cat.", " 12")
+MAX_ITEMS = 3
+
+# Sides and lengths every recipe's processor accepts.
+IMAGE_SIDES = (16, 400)
+MAX_ASPECT = 8.0
+AUDIO_SAMPLES = (SAMPLING_RATE // 10, 3 * SAMPLING_RATE)
+
+settings.register_profile("dev", max_examples=8, deadline=None, derandomize=True,
+                          suppress_health_check=list(HealthCheck))
+settings.register_profile("ci", max_examples=25, deadline=None,
+                          suppress_health_check=list(HealthCheck))
+settings.register_profile("nightly", max_examples=200, deadline=None,
+                          suppress_health_check=list(HealthCheck))
+settings.load_profile(os.environ.get("CONFORMANCE_HYPOTHESIS_PROFILE", "dev"))
+
+
+def text_segments(count: int) -> st.SearchStrategy[tuple[str, ...]]:
+    """`count` text pieces; empty ones make placeholders adjacent or put them at an end."""
+    piece = st.lists(st.sampled_from(TEXT_PIECES), max_size=3).map("".join)
+    return st.tuples(*[piece] * count)
+
+
+@st.composite
+def images(draw, recipe: Recipe) -> Media:
+    (low, high), max_aspect = IMAGE_SIDES, MAX_ASPECT
+    height = draw(st.integers(low, high))
+    width_low = max(low, int(height / max_aspect) + 1)
+    width_high = min(high, int(height * max_aspect))
+    width = draw(st.integers(width_low, max(width_low, width_high)))
+    return Media("image", height=height, width=width, seed=draw(st.integers(0, 2**16)))
+
+
+@st.composite
+def audios(draw, recipe: Recipe) -> Media:
+    low, high = AUDIO_SAMPLES
+    return Media("audio", samples=draw(st.integers(low, high)),
+                 seed=draw(st.integers(0, 2**16)))
+
+
+def media(recipe: Recipe, modality: str) -> st.SearchStrategy[Media]:
+    return images(recipe) if modality == "image" else audios(recipe)
+
+
+def processor_options(recipe: Recipe) -> st.SearchStrategy[tuple[tuple[str, object], ...]]:
+    """One of the architecture's option sets a deployment might configure
+    (`Recipe.processor_options`: {option: value} sets)."""
+    variants = [tuple(sorted(v.items())) for v in recipe.processor_options]
+    return st.sampled_from(variants) if variants else st.just(())
+
+
+@st.composite
+def cases(draw, recipe: Recipe, max_items: int = MAX_ITEMS, with_options: bool = False) -> Case:
+    """A case of the recipe; `with_options`: under one of its processor option sets."""
+    modality = draw(st.sampled_from(recipe.modalities))
+    count = draw(st.integers(1, min(max_items, recipe.max_items)))
+    items = draw(st.lists(media(recipe, modality), min_size=count, max_size=count))
+    return Case(recipe.name, modality, draw(text_segments(count + 1)), tuple(items),
+                draw(processor_options(recipe)) if with_options else ())

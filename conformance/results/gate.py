@@ -1,0 +1,81 @@
+"""Gate a run against the committed baseline: regressions fail; fixes and known failures listed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from conformance.results.verdict import BAD, CellKey, Verdict
+
+GOOD = frozenset({"pass"})
+
+
+@dataclass
+class GateResult:
+    regressions: list[tuple[Verdict, Verdict]] = field(default_factory=list)  # (was, now)
+    fixed: list[tuple[Verdict, Verdict]] = field(default_factory=list)
+    known: list[Verdict] = field(default_factory=list)  # xfail now, with their reasons
+    new_failures: list[Verdict] = field(default_factory=list)  # bad now, absent from baseline
+    still_failing: list[Verdict] = field(default_factory=list)  # bad in both (accepted then)
+    missing: list[Verdict] = field(default_factory=list)  # in the baseline, not run now
+
+    @property
+    def ok(self) -> bool:
+        return not self.regressions and not self.new_failures
+
+
+def compare(baseline: list[Verdict], current: list[Verdict],
+            compare_missing: bool = False, baseline_version: str | None = None) -> GateResult:
+    """A regression: a cell that passed in the baseline and is bad now (fail, error, crash,
+    timeout, or a stale known failure). Cells only in one of the two are listed, not judged,
+    except new cells that are bad. With `baseline_version`, every current cell is compared
+    with the baseline's cell on that version (gating a candidate release against the pin)."""
+    if baseline_version is not None:
+        pinned = [v for v in baseline if v.version == baseline_version]
+        baseline = [Verdict(**{**v.__dict__, "version": version})
+                    for version in {c.version for c in current} for v in pinned]
+    before: dict[CellKey, Verdict] = {v.key: v for v in baseline}
+    now: dict[CellKey, Verdict] = {v.key: v for v in current}
+    result = GateResult()
+    for key, verdict in now.items():
+        was = before.get(key)
+        if verdict.status == "xfail":
+            result.known.append(verdict)
+        if was is None:
+            if verdict.status in BAD:
+                result.new_failures.append(verdict)
+            continue
+        if was.status in GOOD and verdict.status in BAD:
+            result.regressions.append((was, verdict))
+        elif was.status not in GOOD and was.status != "n/a" and verdict.status in GOOD:
+            result.fixed.append((was, verdict))
+        elif was.status in BAD and verdict.status in BAD:
+            result.still_failing.append(verdict)
+    if compare_missing:
+        result.missing = [v for k, v in before.items() if k not in now]
+    return result
+
+
+def render(result: GateResult) -> str:
+    lines = []
+    if result.regressions:
+        lines.append(f"REGRESSIONS ({len(result.regressions)}): passed in the baseline, bad now")
+        lines += [f"  {now.status}: {now.key.label()}: {' '.join(now.detail.split())[:300]}"
+                  for _, now in result.regressions]
+    if result.new_failures:
+        lines.append(f"FAILING, NOT IN THE BASELINE AS PASSING ({len(result.new_failures)})")
+        lines += [f"  {v.status}: {v.key.label()}: {' '.join(v.detail.split())[:300]}"
+                  for v in result.new_failures]
+    if result.still_failing:
+        lines.append(f"STILL FAILING, AS IN THE BASELINE ({len(result.still_failing)})")
+        lines += [f"  {v.status}: {v.key.label()}" for v in result.still_failing]
+    if result.fixed:
+        lines.append(f"FIXED ({len(result.fixed)}): failed in the baseline, pass now")
+        lines += [f"  was {was.status}: {now.key.label()}" for was, now in result.fixed]
+    if result.known:
+        lines.append(f"KNOWN FAILURES ({len(result.known)})")
+        lines += [f"  {v.key.label()}: {' '.join(v.detail.split())[:300]}" for v in result.known]
+    if result.missing:
+        lines.append(f"NOT RUN NOW ({len(result.missing)})")
+        lines += [f"  {v.key.label()}" for v in result.missing]
+    lines.append("gate: " + ("PASS" if result.ok else "FAIL"))
+    return "\n".join(lines)

@@ -1,0 +1,57 @@
+"""The one judge: pass / fail / xfail / xpass / error for every kind of cell.
+
+A cell's runner reports what it observed: the failures it found (each with its evidence, the
+processor options of its case, and whether it is an error of the cell rather than a finding
+about the subject), or none. The judge looks each failure up in the known findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from conformance import expectations
+from conformance.results.verdict import CellKey, Verdict
+
+
+@dataclass(frozen=True)
+class Failure:
+    evidence: str
+    options: tuple[tuple[str, object], ...] = ()  # the processor options of the failing case
+    error: bool = False  # the cell could not run (set-up, crash of the harness): `error`
+    extra: tuple[tuple[str, object], ...] = ()  # kept in the verdict's data if it is chosen
+
+
+def _options_text(options: tuple[tuple[str, object], ...]) -> str:
+    if not options:
+        return ""
+    return " (with " + ", ".join(f"{k}={v!r}" for k, v in options) + ")"
+
+
+def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: float = 0.0,
+          data: dict | None = None) -> Verdict:
+    """`exhaustive`: the cell ran every input it claims (a checkpoint-level check), so a known
+    finding that applies but did not show is stale (xpass); a suite's random search is not."""
+    data = dict(data or {})
+
+    def explained(failure: Failure) -> expectations.Finding | None:
+        return expectations.explain(key.fixture, key.check, key.version, key.subject,
+                                    failure.evidence, tuple(name for name, _ in failure.options))
+
+    if not failures:
+        stale = expectations.applicable(key.fixture, key.check, key.version, key.subject)
+        if exhaustive and stale:
+            return Verdict.of(key, "xpass", f"listed as known but passed: {stale.reason}",
+                              seconds, data, stale.id)
+        return Verdict.of(key, "pass", "", seconds, data)
+    unknown = [f for f in failures if explained(f) is None]
+    chosen = (unknown or failures)[0]
+    data.update(chosen.extra)
+    more = f" (+{len(failures) - 1} other distinct failure(s))" if len(failures) > 1 else ""
+    if unknown:
+        status = "error" if chosen.error else "fail"
+        return Verdict.of(key, status, chosen.evidence + _options_text(chosen.options) + more,
+                          seconds, data)
+    finding = explained(chosen)
+    assert finding is not None
+    detail = f"{finding.reason} [observed: {chosen.evidence}]" + _options_text(chosen.options)
+    return Verdict.of(key, "xfail", detail + more, seconds, data, finding.id)

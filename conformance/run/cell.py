@@ -1,0 +1,105 @@
+"""Run one cell (fixture x transformers version x subject x check) in-process: its verdict.
+
+A checkpoint-level check runs once on the fixture's fixed inputs (vLLM's backend against native
+vLLM); a case-level check drives a subject over hypothesis-generated cases (`run/suite.py`).
+Either way the judge (`results/judge.py`) decides the verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from conformance.checks import get_check
+from conformance.checks.contract import Check, NotApplicable
+from conformance.results.judge import Failure, judge
+from conformance.results.verdict import CellKey, Verdict
+
+
+def model_options() -> dict[str, str]:
+    """Where and in what precision the model checks run: `conformance run --device/--dtype`."""
+    return {"device": os.environ.get("CONFORMANCE_DEVICE", "cpu"),
+            "dtype": os.environ.get("CONFORMANCE_DTYPE", "float32")}
+
+
+def planted_fault(key: CellKey) -> str | None:
+    """A fault planted on purpose (`CONFORMANCE_FAULT`: bisect's demonstration, the fault
+    proofs): impl faults reach only the impl subject."""
+    from conformance.subjects.faults import active, kind
+
+    spec = os.environ.get("CONFORMANCE_FAULT")
+    name = active(spec)
+    if name is None or (kind(name) == "impl" and key.subject != "impl"):
+        return None
+    return spec
+
+
+def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None) -> Verdict:
+    import transformers
+
+    started = time.monotonic()
+    if key.version != transformers.__version__:
+        return Verdict.of(key, "error",
+                          f"worker runs transformers {transformers.__version__}, not {key.version}")
+    try:
+        from fixtures.registry import get_recipe
+
+        recipe = get_recipe(key.fixture)
+        check = get_check(key.check)
+    except KeyError as error:
+        return Verdict.of(key, "error", str(error).strip('"'))
+    if not recipe.supports(key.version):
+        reason = f": {recipe.version_reason}" if recipe.version_reason else ""
+        return Verdict.of(key, "n/a", f"{recipe.architecture} not in transformers {key.version}"
+                                      + reason)
+    fault = planted_fault(key)
+    if check.level == "case":
+        from conformance.run.suite import exception_text, run_suite
+
+        try:
+            fault_for_subject = fault if key.subject == "impl" else None
+            with planted_unless_impl(fault):
+                return run_suite(key.fixture, key.subject, key.check, fault=fault_for_subject)
+        except Exception as error:
+            return Verdict.of(key, "error", exception_text(error), time.monotonic() - started)
+    from conformance.subjects.context import fixture_path
+
+    return run_checkpoint(key, recipe, check, lambda: (path_of or fixture_path)(recipe.name),
+                          fault, started)
+
+
+def planted_unless_impl(fault: str | None):
+    """Backend faults patch vLLM around the whole cell; impl faults go to the impl subject."""
+    import contextlib
+
+    from conformance.subjects.faults import active, kind, planted
+
+    name = active(fault)
+    return planted(fault) if name and kind(name) == "backend" else contextlib.nullcontext()
+
+
+def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str],
+                   fault: str | None = None, started: float | None = None) -> Verdict:
+    """A checkpoint-level cell on the checkpoint `locate()` gives (built or found lazily: its
+    failure is the cell's verdict)."""
+    from conformance.run.suite import exception_text
+    from conformance.subjects.faults import media_fault
+
+    started = time.monotonic() if started is None else started
+    if check.needs_native and not recipe.native_in_vllm:
+        return Verdict.of(key, "n/a", f"vLLM has no native {recipe.architecture} model to "
+                                      "compare with")
+    try:
+        path = locate()
+        with planted_unless_impl(fault):
+            outcome = check.run(recipe, path, subject_media=media_fault(fault),
+                                **model_options())
+    except NotApplicable as reason:
+        return Verdict.of(key, "n/a", str(reason), time.monotonic() - started)
+    except Exception as error:  # a cell's error is its verdict, never the run's end
+        return judge(key, [Failure(exception_text(error), error=True)], exhaustive=False,
+                     seconds=time.monotonic() - started)
+    failures = [] if outcome.ok else [Failure(outcome.evidence)]
+    return judge(key, failures, exhaustive=check.exhaustive, seconds=time.monotonic() - started,
+                 data=outcome.measured)

@@ -1,0 +1,164 @@
+"""Switch the transformers version of a run in seconds, without rebuilding the environment.
+
+The environment (`.venv`) holds transformers 5.17.0. Any other version is an *overlay*: the
+packages that differ for it (transformers, tokenizers, huggingface-hub) installed with
+`uv pip install --target DIR --no-deps`, put first on `PYTHONPATH` of the process that runs the
+cell. The packages each version needs are resolved against the environment's lock, pinned in
+`env/transformers-overlays.lock` for the default versions, and resolved on the fly for others.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.paths import ENV_DIR, cache_dir
+from impl.version import in_range
+
+ENV_VERSION = "5.17.0"
+"""The transformers version installed in the environment itself (vLLM 0.31.0's pin top)."""
+
+DEFAULT_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.24.0")
+"""The matrix: two Legacy-path versions, two inside vLLM's window, two upgrade candidates."""
+
+VLLM_WINDOW = ("5.10.4", "5.18")
+"""vLLM 0.31.0 requires transformers >=5.10.4,<5.18."""
+
+OVERLAY_PACKAGES = ("transformers", "tokenizers", "huggingface-hub")
+OVERLAY_LOCK = ENV_DIR / "transformers-overlays.lock"
+_PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)")
+
+
+def in_vllm_window(version: str) -> bool:
+    return in_range(version, *VLLM_WINDOW)
+
+
+@dataclass(frozen=True)
+class Overlay:
+    version: str
+    pins: tuple[str, ...]  # "name==version" for each package that differs from the env
+    path: Path | None  # None: the environment's own version, nothing to overlay
+
+    def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """Environment for a subprocess that should import this transformers version."""
+        env = dict(os.environ if base is None else base)
+        # Another overlay already active (a run inside `conformance exec`) must not stay behind
+        # this one: its packages would fill in whatever this version does not replace.
+        overlays = str(cache_dir() / "overlays")
+        kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                if p and not p.startswith(overlays)]
+        paths = [str(self.path)] if self.path is not None else []
+        if paths or kept:
+            env["PYTHONPATH"] = os.pathsep.join(paths + kept)
+        else:
+            env.pop("PYTHONPATH", None)
+        env["CONFORMANCE_TRANSFORMERS"] = self.version
+        return env
+
+
+def _env_lock() -> Path:
+    name = "gpu" if os.environ.get("CONFORMANCE_FLAVOR") == "gpu" else "cpu"
+    return ENV_DIR / f"requirements-{name}.lock"
+
+
+def _read_pins(text: str) -> dict[str, str]:
+    pins = {}
+    for line in text.splitlines():
+        match = _PIN.match(line.strip())
+        if match:
+            pins[match.group(1).lower().replace("_", "-")] = match.group(2)
+    return pins
+
+
+def _uv() -> str:
+    candidate = Path(sys.prefix) / "bin" / "uv"
+    return str(candidate) if candidate.exists() else "uv"
+
+
+def resolve_pins(version: str, use_lock: bool = True) -> tuple[str, ...]:
+    """Packages (name==version) that transformers `version` needs beyond the environment."""
+    locked = _read_locked_overlays() if use_lock else {}
+    if version in locked:
+        return locked[version]
+    base = _read_pins(_env_lock().read_text())
+    constraints = [f"{n}=={v}" for n, v in base.items() if n not in OVERLAY_PACKAGES]
+    with tempfile.TemporaryDirectory() as tmp:
+        req, con = Path(tmp, "req.txt"), Path(tmp, "con.txt")
+        req.write_text(f"transformers=={version}\n")
+        con.write_text("\n".join(constraints) + "\n")
+        result = subprocess.run(
+            [_uv(), "pip", "compile", str(req), "-c", str(con), "--python-version", "3.11",
+             "--no-header", "--no-annotate", "--quiet"],
+            capture_output=True, text=True, env={**os.environ, "UV_NATIVE_TLS": "1"},
+        )
+    if result.returncode != 0:
+        tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"cannot resolve transformers=={version}: {tail[0]}")
+    resolved = _read_pins(result.stdout)
+    return tuple(
+        sorted(f"{n}=={v}" for n, v in resolved.items() if base.get(n) != v or n == "transformers")
+    )
+
+
+def _read_locked_overlays() -> dict[str, tuple[str, ...]]:
+    if not OVERLAY_LOCK.exists():
+        return {}
+    table = {}
+    for line in OVERLAY_LOCK.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            version, _, pins = line.partition(":")
+            table[version.strip()] = tuple(pins.split())
+    return table
+
+
+def write_overlay_lock(versions: tuple[str, ...] = DEFAULT_VERSIONS) -> Path:
+    lines = [
+        "# transformers version -> packages installed over the environment for it.",
+        "# Written by `conformance versions lock`; resolved against env/requirements-cpu.lock.",
+    ]
+    for version in versions:
+        if version != ENV_VERSION:
+            lines.append(f"{version}: {' '.join(resolve_pins(version, use_lock=False))}")
+    OVERLAY_LOCK.write_text("\n".join(lines) + "\n")
+    return OVERLAY_LOCK
+
+
+def overlay_dir(version: str) -> Path:
+    return cache_dir() / "overlays" / f"transformers-{version}"
+
+
+def ensure_overlay(version: str, log=print) -> Overlay:
+    """Install (once) and return the overlay for `version`."""
+    if version == ENV_VERSION:
+        return Overlay(version, (), None)
+    pins = resolve_pins(version)
+    target = overlay_dir(version)
+    marker = target / ".pins"
+    if marker.exists() and marker.read_text().split() == list(pins):
+        return Overlay(version, pins, target)
+    log(f"installing transformers {version} overlay: {' '.join(pins)}")
+    tmp = target.with_name(target.name + ".tmp")
+    subprocess.run(["rm", "-rf", str(tmp)], check=True)
+    result = subprocess.run(
+        [_uv(), "pip", "install", "--quiet", "--no-deps", "--target", str(tmp), *pins],
+        capture_output=True, text=True, env={**os.environ, "UV_NATIVE_TLS": "1"},
+    )
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"cannot install transformers {version} overlay: {result.stderr.strip()[-500:]}"
+        )
+    (tmp / ".pins").write_text(" ".join(pins) + "\n")
+    subprocess.run(["rm", "-rf", str(target)], check=True)
+    tmp.rename(target)
+    return Overlay(version, pins, target)
+
+
+def installed_transformers() -> str:
+    import transformers
+
+    return transformers.__version__

@@ -1,0 +1,98 @@
+"""What a case-level check receives: one fixture's subject and its oracles, built once.
+
+Subjects and oracles are kept per process (their processors are built once per checkpoint and
+option set), and oracle outputs are memoised per checkpoint: every check asks them about the
+same generated cases.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+from impl.types import ProcessedPrompt
+
+
+class OracleFailed(RuntimeError):
+    """An oracle could not process a valid case: the case says nothing about the subject."""
+
+
+@dataclass
+class Context:
+    """One fixture on the installed transformers version: the subject and its oracles."""
+
+    fixture: str
+    path: str
+    recipe: Any
+    subject: Any
+    oracles: dict[str, Any]  # "vllm-native" (absent without a native model) and "hf"
+    _memo: dict = field(default_factory=dict)
+
+    def oracle_output(self, name: str, case: Any) -> ProcessedPrompt:
+        key = (name, case)
+        if key not in self._memo:
+            try:
+                self._memo[key] = self.oracles[name].process(case)
+            except Exception as error:
+                raise OracleFailed(f"{name}: {type(error).__name__}: {error}") from error
+        return self._memo[key]
+
+    @property
+    def reference(self) -> str:
+        """The oracle placeholders are compared with: native vLLM, else the HF processor."""
+        return "vllm-native" if "vllm-native" in self.oracles else "hf"
+
+    @functools.cached_property
+    def strategy(self) -> str:
+        import transformers
+
+        from impl.version import placeholder_strategy
+
+        return placeholder_strategy(transformers.__version__)
+
+
+@functools.lru_cache(maxsize=32)
+def fixture_path(name: str) -> str:
+    from fixtures.build import build_fixture
+
+    return str(build_fixture(name))
+
+
+_ORACLES: dict[tuple[str, str], dict] = {}
+_SUBJECTS: dict[tuple[str, str, str, str | None], Any] = {}
+_MEMOS: dict[tuple[str, str], dict] = {}
+
+
+def oracles_for(path: str, recipe: Any) -> dict:
+    """Shared by every subject and check on the same checkpoint."""
+    from conformance.subjects import make_subject
+
+    key = (path, recipe.name)
+    if key not in _ORACLES:
+        names = ("vllm-native", "hf") if recipe.native_in_vllm else ("hf",)
+        _ORACLES[key] = {name: make_subject(name, path, recipe) for name in names}
+    return _ORACLES[key]
+
+
+def subject_for(path: str, recipe: Any, name: str, fault: str | None = None) -> Any:
+    """One per checkpoint, subject and fault in a process: its processor is built once."""
+    from conformance.subjects import make_subject
+
+    key = (path, recipe.name, name, fault)
+    if key not in _SUBJECTS:
+        _SUBJECTS[key] = make_subject(name, path, recipe, fault)
+    return _SUBJECTS[key]
+
+
+def make_context(fixture: str, subject: str, fault: str | None = None, *,
+                 path: str | None = None, recipe: Any = None) -> Context:
+    """For a fixture by name, or for any checkpoint folder with a recipe made for it."""
+    if recipe is None:
+        from fixtures.registry import get_recipe
+
+        recipe = get_recipe(fixture)
+    path = path or fixture_path(fixture)
+    memo = _MEMOS.setdefault((path, recipe.name), {})
+    return Context(fixture, path, recipe, subject_for(path, recipe, subject, fault),
+                   oracles_for(path, recipe), memo)

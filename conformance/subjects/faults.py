@@ -1,0 +1,228 @@
+"""Faults planted on purpose, to prove that each check can fail (and says why).
+
+Three kinds, by what they change:
+- `impl`: one step of our reference implementation (the `impl` subject plants it per call);
+- `backend`: vLLM's Transformers backend itself, patched in this process only (its processor
+  or its model class; never the installed files);
+- `media`: the subject's media for the checkpoint-level checks (items swapped), so that the
+  subject computes on other data than the oracle.
+
+`with planted(name):` patches for the duration of the block (impl and backend faults);
+`media_fault(name)` gives the hook the checkpoint-level checks apply to the subject's items.
+Reproducer scripts name the fault, so a planted failure reproduces on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import Any
+from unittest import mock
+
+
+def _no_unpad() -> list[Any]:
+    """Padded batches stay padded: an item's data depends on its neighbours."""
+    return [
+        mock.patch("impl.pipeline.apply_unpad_images", lambda hf_inputs: None),
+        mock.patch("impl.pipeline.reprocess_audios", lambda *args, **kwargs: None),
+    ]
+
+
+def _shift(placeholder: Any) -> Any:
+    return dataclasses.replace(
+        placeholder, offset=placeholder.offset + 1,
+        embed_positions=tuple(p + 1 for p in placeholder.embed_positions))
+
+
+def _offset_shift() -> list[Any]:
+    """The last item's placeholder starts one token late."""
+    import impl.pipeline as pipeline
+
+    original = pipeline.process
+
+    def process(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        placeholders = {m: ps[:-1] + (_shift(ps[-1]),) if ps else ps
+                        for m, ps in out.placeholders.items()}
+        return dataclasses.replace(out, placeholders=placeholders)
+
+    return [mock.patch("impl.pipeline.process", process)]
+
+
+def _wrong_embed_token() -> list[Any]:
+    """The embedding token is the replacement's least frequent token, not its most frequent."""
+    import torch
+
+    def least_frequent(ids: Any) -> int:
+        values = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        return min(sorted(set(values), reverse=True), key=values.count)
+
+    def legacy_ids(processor: Any, config: Any, tokenizer: Any, modality: str) -> list[int]:
+        # every token the processor marks as the modality, structure tokens included
+        return list(range(len(tokenizer)))
+
+    return [mock.patch("impl.offsets.embed_token_id", least_frequent),
+            mock.patch("impl.pipeline.mm_token_ids", legacy_ids)]
+
+
+def _wrong_slice_dim() -> list[Any]:
+    """Fields are cut along dimension 0, even behind a leading batch dimension (Idefics3)."""
+    import impl.pipeline as pipeline
+
+    original = pipeline.field_specs
+
+    def field_specs(processor: Any, hf_inputs: Any) -> Any:
+        return {key: dataclasses.replace(spec, dim=0)
+                for key, spec in original(processor, hf_inputs).items()}
+
+    return [mock.patch("impl.pipeline.field_specs", field_specs)]
+
+
+def _hash_neighbours() -> list[Any]:
+    """An item's cache key mixes in every item of its request."""
+    import impl.pipeline as pipeline
+
+    original = pipeline.process
+
+    def process(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        hashes = {}
+        for modality, own in out.item_hashes.items():
+            together = "".join(own)
+            hashes[modality] = tuple(hashlib.sha256((h + together).encode()).hexdigest()
+                                     for h in own)
+        return dataclasses.replace(out, item_hashes=hashes)
+
+    return [mock.patch("impl.pipeline.process", process)]
+
+
+def _options_ignored() -> list[Any]:
+    """Model-level processor options never reach the processor."""
+    import impl.hf
+    import impl.pipeline as pipeline
+
+    load, process = impl.hf.load_processor, pipeline.process
+
+    def process_without(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("processor_kwargs", None)
+        return process(*args, **kwargs)
+
+    return [mock.patch("impl.hf.load_processor", lambda path, options=None: load(path)),
+            mock.patch("impl.pipeline.process", process_without)]
+
+
+def _errors_swallowed() -> list[Any]:
+    """Input the backend cannot place is accepted silently: nothing is placed, nothing raised."""
+    import impl.pipeline as pipeline
+    from impl.types import ProcessedPrompt
+
+    original = pipeline.process
+
+    def process(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        except (AssertionError, ValueError, RuntimeError, NotImplementedError):
+            return ProcessedPrompt((), {})
+
+    return [mock.patch("impl.pipeline.process", process)]
+
+
+def _backend_offset_shift() -> list[Any]:
+    """vLLM's backend processor places each request's last item one token late."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    patches = []
+    for cls in (multimodal.LegacyMultiModalProcessor, multimodal.OffsetsMultiModalProcessor):
+        original = cls.apply
+
+        def apply(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            out = _original(self, *args, **kwargs)
+            for modality, ranges in list(out["mm_placeholders"].items()):
+                if ranges:
+                    shifted = dataclasses.replace(ranges[-1], offset=ranges[-1].offset + 1)
+                    out["mm_placeholders"][modality] = [*ranges[:-1], shifted]
+            return out
+
+        patches.append(mock.patch.object(cls, "apply", apply))
+    return patches
+
+
+def _backend_logits_negated() -> list[Any]:
+    """vLLM's backend model returns the negated logits: every greedy choice changes."""
+    from vllm.model_executor.models.transformers.causal import CausalMixin
+
+    original = CausalMixin.compute_logits
+
+    def compute_logits(self: Any, *args: Any, **kwargs: Any) -> Any:
+        logits = original(self, *args, **kwargs)
+        return None if logits is None else -logits
+
+    return [mock.patch.object(CausalMixin, "compute_logits", compute_logits)]
+
+
+def swap_first_two(items: list) -> list:
+    return [items[1], items[0], *items[2:]] if len(items) > 1 else items
+
+
+FAULTS: dict[str, Callable[[], list[Any]]] = {
+    "no-unpad": _no_unpad,
+    "offset-shift": _offset_shift,
+    "wrong-embed-token": _wrong_embed_token,
+    "wrong-slice-dim": _wrong_slice_dim,
+    "hash-neighbours": _hash_neighbours,
+    "options-ignored": _options_ignored,
+    "errors-swallowed": _errors_swallowed,
+    "backend-offset-shift": _backend_offset_shift,
+    "backend-logits-negated": _backend_logits_negated,
+}
+# media faults: hooks applied to the subject's items by the checkpoint-level checks
+MEDIA_FAULTS: dict[str, Callable[[list], list]] = {"swapped-items": swap_first_two}
+
+
+def media_fault(spec: str | None) -> Callable[[list], list] | None:
+    """The media hook of `spec` (None when it is no media fault or not active)."""
+    name = active(spec)
+    return MEDIA_FAULTS.get(name) if name else None
+
+
+def kind(name: str) -> str:
+    """`impl`, `backend` or `media`."""
+    if name in MEDIA_FAULTS:
+        return "media"
+    if name.startswith("backend-"):
+        return "backend"
+    if name in FAULTS:
+        return "impl"
+    raise KeyError(f"unknown fault {name!r} (known: {', '.join([*FAULTS, *MEDIA_FAULTS])})")
+
+
+def active(spec: str | None) -> str | None:
+    """`name` or `name>=VERSION` (planted only from that transformers version on): the fault
+    to plant under the installed transformers, if any."""
+    if not spec:
+        return None
+    name, _, since = spec.partition(">=")
+    if since:
+        import transformers
+
+        from impl.version import at_least
+
+        if not at_least(transformers.__version__, since):
+            return None
+    return name
+
+
+@contextlib.contextmanager
+def planted(spec: str | None) -> Iterator[None]:
+    name = active(spec)
+    if name is None or name in MEDIA_FAULTS:
+        yield
+        return
+    if name not in FAULTS:
+        raise KeyError(f"unknown fault {name!r} (known: {', '.join(FAULTS)})")
+    with contextlib.ExitStack() as stack:
+        for patch in FAULTS[name]():
+            stack.enter_context(patch)
+        yield

@@ -1,0 +1,110 @@
+"""The HF processor's own expansion: the oracle for architectures without a native vLLM model,
+and the second oracle of every other (what the HF model itself scatters features into)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from conformance.inputs.cases import Case
+from fixtures.recipe import Recipe
+from impl.types import Placeholder, ProcessedPrompt
+
+_TYPE_IDS = {"image": 1, "video": 2, "audio": 3}
+
+
+class CheckpointFiles:
+    """The checkpoint's own HF processor (one per set of model-level options) and config."""
+
+    def __init__(self, path: str, recipe: Recipe):
+        self.path, self.recipe = path, recipe
+        self._processors: dict[tuple, Any] = {}
+
+    def processor_for(self, options: tuple[tuple[str, Any], ...] = ()) -> Any:
+        if options not in self._processors:
+            from impl.hf import load_processor
+
+            self._processors[options] = load_processor(self.path, dict(options))
+        return self._processors[options]
+
+    @property
+    def processor(self) -> Any:
+        return self.processor_for()
+
+    @functools.cached_property
+    def config(self) -> Any:
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(self.path)
+
+
+class HfSubject(CheckpointFiles):
+    """The HF processor's expansion: `input_ids`, and per item the span its modality's token
+    type marks, cut by `_get_num_multimodal_tokens` where the processor defines it; the
+    embedding positions are where the model's own token for the modality sits (what the HF
+    model scatters features into)."""
+
+    name = "hf"
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - one subject per checkpoint and process
+    def embed_token_id(self, modality: str) -> int:
+        """The token the HF model scatters this modality's encoder rows into."""
+        config = self.config
+        for name in (f"{modality}_token_id", f"{modality}_token_index"):
+            value = getattr(config, name, None)
+            if value is not None:
+                return int(value)
+        raise ValueError(f"{type(config).__name__} names no {modality} token id")
+
+    def process(self, case: Case, **_: Any) -> ProcessedPrompt:
+        text = case.prompt(self.recipe.placeholder[case.modality])
+        media_key = {"image": "images", "audio": "audio"}[case.modality]
+        processor = self.processor_for(case.processor_kwargs)
+        out = processor(text=text, **{media_key: case.items()}, return_mm_token_type_ids=True,
+                        return_tensors="pt", **dict(case.processor_kwargs))
+        ids = tuple(out["input_ids"][0].tolist())
+        type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
+        if type_ids is not None:
+            marked = [i for i, t in enumerate(type_ids[0].tolist())
+                      if t == _TYPE_IDS[case.modality]]
+        else:  # older processors mark nothing: runs of the model's own token stand in
+            marked = [i for i, t in enumerate(ids) if t == self.embed_token_id(case.modality)]
+        spans = split_marked(marked, self.counts(case) if type_ids is not None else None)
+        # An item's marked tokens need not be contiguous (Aya Vision marks `TILE` of the
+        # `TILE_1` it writes): its placeholder runs from its first to its last marked token.
+        placeholders = tuple(
+            Placeholder(span[0], span[-1] - span[0] + 1,
+                        tuple(p for p in range(span[0], span[-1] + 1)
+                              if ids[p] == self.embed_token_id(case.modality)))
+            for span in spans
+        )
+        return ProcessedPrompt(ids, {case.modality: placeholders} if placeholders else {})
+
+    def counts(self, case: Case) -> list[int] | None:
+        counter = getattr(self.processor_for(case.processor_kwargs),
+                          "_get_num_multimodal_tokens", None)
+        if counter is None or case.modality != "image":
+            return None
+        sizes = [[m.height, m.width] for m in case.media]
+        return list(counter(image_sizes=sizes, **dict(case.processor_kwargs))["num_image_tokens"])
+
+
+def split_marked(marked: list[int], counts: list[int] | None) -> list[list[int]]:
+    """Marked positions cut into items: by the counts, else into contiguous runs."""
+    if counts is None:
+        runs: list[list[int]] = []
+        for position in marked:
+            if runs and runs[-1][-1] == position - 1:
+                runs[-1].append(position)
+            else:
+                runs.append([position])
+        return runs
+    if sum(counts) != len(marked):
+        raise ValueError(f"processor marks {len(marked)} positions but counts {counts}")
+    spans, start = [], 0
+    for count in counts:
+        spans.append(marked[start:start + count])
+        start += count
+    return spans
+
+

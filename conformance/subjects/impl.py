@@ -1,0 +1,39 @@
+"""Our reference implementation (`impl`) as a subject, on the checkpoint's own HF processor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.inputs.cases import Case
+from conformance.subjects.hf import CheckpointFiles
+from fixtures.recipe import Recipe
+from impl.types import ProcessedPrompt
+
+
+class ImplSubject(CheckpointFiles):
+    """Our reference implementation on the fixture's HF processor."""
+
+    def __init__(self, path: str, recipe: Recipe, fault: str | None = None):
+        super().__init__(path, recipe)
+        self.fault = fault
+        self.name = "impl" if fault is None else f"impl+{fault}"
+
+    def hf_processor(self) -> Any:
+        return self.processor
+
+    def process(self, case: Case, *, as_tokens: bool = False, **_: Any) -> ProcessedPrompt:
+        import impl.pipeline
+        from conformance.subjects.faults import planted
+
+        prompt: str | list[int] = case.prompt(self.recipe.placeholder[case.modality])
+        # impl's steps are looked up at call time, so a planted fault can stand in for them
+        with planted(self.fault):
+            processor = self.processor_for(case.processor_kwargs)
+            if as_tokens:
+                prompt = processor.tokenizer.encode(
+                    prompt, add_special_tokens=self.recipe.add_special_tokens)
+            return impl.pipeline.process(processor, prompt, case.mm_data(),
+                                         processor_kwargs=dict(case.processor_kwargs),
+                                         config=self.config)
+
+
