@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.results import gate, report
 from conformance.cli import BASELINE
+from conformance.results import gate, report
 
 
 def main() -> int:

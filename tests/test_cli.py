@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.results import report
 from conformance.cli import build_parser, main
+from conformance.results import report
 from conformance.results.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,63 +1,96 @@
-"""Known disagreements turn a matching failure into xfail, and nothing else."""
+"""Known findings turn a matching failure into xfail, and nothing else (the one judge)."""
 
-from conformance.expectations import known_reason
-from conformance.checks.processing import judge
+from pathlib import Path
+
+import pytest
+
+from conformance import expectations
+from conformance.results.judge import Failure, judge
+from conformance.results.verdict import CellKey
+
+GEMMA3_PROCESSING = CellKey("gemma3", "5.17.0", "vllm-backend", "processing")
 
 
 def test_a_known_failure_with_its_evidence_is_xfail_with_the_reason():
-    verdict = judge("gemma3", "processing", "5.17.0", "prompt ids differ at position 5", {}, 0.1)
-    assert verdict.status == "xfail"
-    assert known_reason("gemma3", "processing", "5.17.0").reason in verdict.detail
+    verdict = judge(GEMMA3_PROCESSING, [Failure("prompt ids differ at position 5")],
+                    exhaustive=True)
+    assert verdict.status == "xfail" and verdict.finding == "gemma3-offsets-newlines"
+    assert expectations.get("gemma3-offsets-newlines").reason in verdict.detail
     assert "[observed: prompt ids differ at position 5]" in verdict.detail
 
 
 def test_a_different_failure_of_a_known_cell_is_not_hidden():
-    verdict = judge("gemma3", "processing", "5.17.0", "image: native has 2 placeholders", {}, 0.1)
-    assert verdict.status == "fail"
+    verdict = judge(GEMMA3_PROCESSING, [Failure("image: native has 2 placeholders, backend 1")],
+                    exhaustive=True)
+    assert verdict.status == "fail" and not verdict.finding
 
 
-def test_a_known_cell_that_passes_is_xpass():
-    assert judge("gemma3", "processing", "5.17.0", None, {}, 0.1).status == "xpass"
+def test_a_second_unknown_failure_beside_a_known_one_fails_the_cell():
+    verdict = judge(GEMMA3_PROCESSING, [Failure("prompt ids differ at position 5"),
+                                        Failure("image item 0: ranges differ: ...")],
+                    exhaustive=True)
+    assert verdict.status == "fail" and "ranges differ" in verdict.detail
 
 
-def test_known_entries_are_bounded_by_version():
-    assert "Legacy path" in known_reason("gemma3", "processing", "5.12.1").reason
-    assert "Offsets path" in known_reason("gemma3", "processing", "5.15.1").reason
-    assert known_reason("llava", "processing", "5.17.0") is None
+def test_a_known_checkpoint_cell_that_passes_is_xpass_a_suite_cell_is_not():
+    assert judge(GEMMA3_PROCESSING, [], exhaustive=True).status == "xpass"
+    suite = CellKey("gemma3", "5.17.0", "impl", "prompt-ids")
+    assert judge(suite, [], exhaustive=False).status == "pass"
 
 
-def test_a_known_error_is_xfail_only_with_its_evidence():
-    from conformance.checks.processing import run_cell
-    from fixtures.registry import get_recipe
-
-    recipe = get_recipe("qwen2_audio")
-
-    def fail_with(message):
-        def build(name):
-            raise AttributeError(message)
-        return build
-
-    known = run_cell(recipe, "model", "5.17.0",
-                     fail_with("'Qwen2AudioModel' object has no attribute 'get_audio_features'"))
-    assert known.status == "xfail" and "get_audio_features" in known.detail
-    other = run_cell(recipe, "model", "5.17.0", fail_with("something else broke"))
+def test_an_error_is_xfail_only_with_its_evidence():
+    key = CellKey("qwen2_audio", "5.17.0", "vllm-backend", "model")
+    known = judge(key, [Failure("AttributeError: 'Qwen2AudioModel' object has no attribute "
+                                "'get_audio_features'", error=True)], exhaustive=False)
+    assert known.status == "xfail" and known.finding == "qwen2-audio-no-get-audio-features"
+    other = judge(key, [Failure("RuntimeError: something else broke", error=True)],
+                  exhaustive=False)
     assert other.status == "error" and other.detail.endswith("something else broke")
 
 
-def test_readme_lists_every_known_incompatibility():
-    from pathlib import Path
+def test_findings_are_bounded_by_version():
+    def finding(version: str) -> str | None:
+        found = expectations.applicable("gemma3", "processing", version, "vllm-backend")
+        return found.id if found else None
 
-    from conformance.expectations import markdown_table
-
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert markdown_table() in readme, "regenerate README's list with `conformance known`"
+    assert finding("5.12.1") == "gemma3-legacy-soft-token-ranges"
+    assert finding("5.15.1") == "gemma3-offsets-newlines"
+    assert finding("5.15.0.dev0") == "gemma3-legacy-soft-token-ranges"  # below its release
+    assert expectations.applicable("llava", "processing", "5.17.0") is None
 
 
 def test_a_finding_behind_a_processor_option_needs_that_option():
     crops = "raised ValueError: Gemma3Processor returned 5 row(s) of image data for 2 image(s)"
-    entry = known_reason("gemma3", "slicing", "5.17.0", "impl", crops, ("do_pan_and_scan",))
-    assert entry is not None and entry.options == ("do_pan_and_scan",)
+    found = expectations.explain("gemma3", "slicing", "5.17.0", "impl", crops,
+                                 ("do_pan_and_scan",))
+    assert found is not None and found.options == ("do_pan_and_scan",)
     # the same failure on the default options is not explained by it
-    assert known_reason("gemma3", "slicing", "5.17.0", "impl", crops) is None
-    # and a check that never sets options (smoke) cannot be xpass because of it
-    assert judge("gemma3", "encoder", "5.17.0", None, {}, 0.1).status == "pass"
+    assert expectations.explain("gemma3", "slicing", "5.17.0", "impl", crops) is None
+    # and a check that never sets options (checkpoint-level) cannot be xpass because of it
+    key = CellKey("gemma3", "5.17.0", "vllm-backend", "encoder")
+    assert judge(key, [], exhaustive=True).status == "pass"
+
+
+def test_every_finding_names_known_fixtures_checks_and_subjects():
+    from conformance.checks import registry
+    from conformance.subjects import ORACLES, SUBJECTS
+    from fixtures.registry import RECIPE_MODULES
+
+    for finding in expectations.load():
+        assert set(finding.fixtures) <= {*RECIPE_MODULES, "*"}, finding.id
+        assert set(finding.checks) <= {*registry(), "*"}, finding.id
+        assert set(finding.subjects) <= {*SUBJECTS, *ORACLES}, finding.id
+        assert all(finding.evidence.values()), f"{finding.id}: a check without evidence"
+
+
+def test_a_malformed_findings_file_is_refused(tmp_path):
+    bad = tmp_path / "findings.toml"
+    bad.write_text('[[finding]]\nid = "x"\ntitle = "t"\nreason = "r"\nfixtures = ["llava"]\n'
+                   'versions = "~=5.1"\n[finding.evidence]\ncache = ["y"]\n')
+    with pytest.raises(ValueError, match="only '>=V' and '<V'"):
+        expectations.load(bad)
+
+
+def test_readme_lists_every_known_incompatibility():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert "findings" in readme

@@ -3,10 +3,10 @@
 import json
 import sys
 
+from conformance.results.verdict import CellKey, Verdict
 from conformance.run import matrix
 from conformance.run.matrix import run_version
 from conformance.run.plan import expand_cells, model_versions, shard
-from conformance.results.verdict import CellKey, Verdict
 from conformance.run.worker import MARK, START
 
 A = CellKey("llava", "5.17.0", "impl", "cache")

@@ -1,8 +1,8 @@
 """Model-level parity on every fixture, on CPU: vLLM's Transformers backend (and impl driving
 the HF model) against native vLLM's encoder outputs, M-RoPE positions and greedy decoding.
 
-A genuine disagreement is listed in conformance/expectations.py: its evidence is matched,
-then the test is marked xfail with the reason. Planted faults prove the checks can fail.
+A genuine disagreement is a finding in conformance/expectations/findings.toml: its evidence
+is matched, then the test is marked xfail with the reason. Planted faults prove the checks can fail.
 Models are shared by every test through conformance.checks.model.CACHE: each loads once.
 """
 
@@ -16,8 +16,11 @@ import pytest
 import torch
 import transformers
 
+from conformance.checks import NotApplicable, get_check
 from conformance.checks import model as mc
-from conformance.expectations import known_reason
+from conformance.results.verdict import CellKey
+from conformance.run.cell import run_checkpoint
+from conformance.subjects.faults import swap_first_two
 from fixtures.build import build_fixture
 from fixtures.registry import available_recipes, get_recipe
 
@@ -45,28 +48,20 @@ def checkpoint(name: str) -> str:
     return path
 
 
-def run_check(fixture: str, check: str, **options) -> dict:
-    """The check's data; a disagreement listed in conformance/expectations.py is xfail."""
+def run_check(fixture: str, check: str) -> dict:
+    """The check's data, through the one cell runner and judge: a listed finding is xfail."""
     recipe = get_recipe(fixture)
-    version = transformers.__version__
-    if not recipe.supports(version):
-        pytest.skip(f"{recipe.architecture} not in transformers {version}")
+    if not recipe.supports(transformers.__version__):
+        pytest.skip(f"{recipe.architecture} not in transformers {transformers.__version__}")
     path = checkpoint(fixture)
-    try:
-        evidence, data = mc.MODEL_CHECK_FUNCTIONS[check](recipe, path, **options)
-    except mc.NotApplicable as reason:
-        pytest.skip(f"not applicable: {reason}")
-    except Exception as error:  # only a listed failure is expected
-        text = mc.error_text(error)
-        known = known_reason(fixture, check, version, observed=text)
-        if known is None:
-            raise
-        pytest.xfail(f"{known.reason} [observed: {text}]")
-    if evidence is not None:
-        known = known_reason(fixture, check, version, observed=evidence)
-        assert known is not None, evidence
-        pytest.xfail(f"{known.reason} [observed: {evidence}]")
-    return data
+    key = CellKey(fixture, transformers.__version__, "vllm-backend", check)
+    verdict = run_checkpoint(key, recipe, get_check(check), lambda: path)
+    if verdict.status == "n/a":
+        pytest.skip(verdict.detail)
+    if verdict.status == "xfail":
+        pytest.xfail(verdict.detail)
+    assert verdict.status == "pass", f"{verdict.status}: {verdict.detail}"
+    return verdict.data
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
@@ -93,7 +88,7 @@ def test_greedy_decoding_matches_native(fixture: str) -> None:
 
 def test_mrope_applies_to_qwen2_5_vl_and_not_to_llava() -> None:
     run_check("qwen2_5_vl", "mrope")
-    with pytest.raises(mc.NotApplicable, match="does not use M-RoPE"):
+    with pytest.raises(NotApplicable, match="does not use M-RoPE"):
         mc.check_mrope(get_recipe("llava"), checkpoint("llava"))
 
 
@@ -110,10 +105,6 @@ def scaled(parameter: torch.nn.Parameter, factor: float) -> Iterator[None]:
     finally:
         with torch.no_grad():
             parameter.copy_(original)
-
-
-def swap_first_two(items: list) -> list:
-    return [items[1], items[0], *items[2:]] if len(items) > 1 else items
 
 
 def test_perturbed_native_weight_fails_encoder_naming_the_items() -> None:

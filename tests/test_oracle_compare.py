@@ -1,8 +1,9 @@
-"""The native-vs-backend comparison catches every kind of difference it claims to (planted)."""
+"""The one difference vocabulary catches every kind of difference it claims to (planted)."""
 
 import torch
 
-from conformance.subjects.vllm import first_difference, placeholder_from_range
+from conformance.checks.differences import prompt_difference
+from conformance.subjects.vllm import placeholder_from_range
 from impl.types import Placeholder
 from impl.types import ProcessedPrompt as Processed
 
@@ -10,6 +11,11 @@ BASE = Processed(
     prompt_ids=(1, 5, 4, 4, 4, 4, 7, 4, 4, 4, 4, 2),
     placeholders={"image": (Placeholder(2, 4, (2, 3, 4, 5)), Placeholder(7, 4, (7, 8, 9, 10)))},
 )
+NAMES = ("native", "backend")
+
+
+def first_difference(expected: Processed, actual: Processed) -> str | None:
+    return prompt_difference(expected, actual, NAMES)
 
 
 def with_image(*placeholders):
@@ -30,7 +36,7 @@ def test_is_embed_none_means_every_position():
 
 def test_a_changed_token_is_reported_with_its_position():
     changed = Processed(BASE.prompt_ids[:6] + (9,) + BASE.prompt_ids[7:], BASE.placeholders)
-    assert "prompt ids differ at position 6" in first_difference(BASE, changed)
+    assert "prompt ids differ at position 6: native [7, " in first_difference(BASE, changed)
 
 
 def test_a_shorter_prompt_is_reported():
@@ -40,7 +46,8 @@ def test_a_shorter_prompt_is_reported():
 
 def test_an_offset_shifted_by_one_names_the_item():
     shifted = with_image(BASE.placeholders["image"][0], Placeholder(8, 4, (8, 9, 10, 11)))
-    assert first_difference(BASE, shifted).startswith("image item 1: native offset=7")
+    assert first_difference(BASE, shifted).startswith(
+        "image item 1: ranges differ: native offset=7")
 
 
 def test_a_missing_item_is_reported():

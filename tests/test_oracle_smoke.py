@@ -2,16 +2,16 @@
 
 Processing runs on each version vLLM 0.31.0 accepts plus one beyond its pin, each version in
 its own worker process (its transformers overlay on PYTHONPATH). A disagreement that is a real
-finding is listed in conformance/expectations.py and shows up here as xfail with its reason.
+finding is in conformance/expectations/findings.toml and shows up here as xfail with its reason.
 """
 
 from pathlib import Path
 
 import pytest
 
-from conformance.run.matrix import run_version
-from conformance.run.plan import SMOKE_SUBJECT
 from conformance.results.verdict import CellKey, Verdict
+from conformance.run.matrix import run_version
+from conformance.run.plan import CHECKPOINT_SUBJECT as SMOKE_SUBJECT
 from conformance.run.versions import DEFAULT_VERSIONS, in_vllm_window
 from fixtures.registry import available_recipes
 

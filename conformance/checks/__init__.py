@@ -47,4 +47,16 @@ def check_ids(level: str | None = None) -> tuple[str, ...]:
     return tuple(c.id for c in registry().values() if level is None or c.level == level)
 
 
-__all__ = ["PASS", "Check", "NotApplicable", "Outcome", "check_ids", "get_check", "registry"]
+def checks_markdown() -> str:
+    """The README's table of checks (a test keeps the README in sync with the registry)."""
+    rows = ["| check | level | what it states | proven by the planted fault |",
+            "|---|---|---|---|"]
+    for check in registry().values():
+        level = check.level + (", native model" if check.needs_native else "")
+        rows.append(f"| `{check.id}` | {level} | {check.statement} | `{check.proof.fault}` on "
+                    f"{check.proof.fixture} |")
+    return "\n".join(rows) + "\n"
+
+
+__all__ = ["PASS", "Check", "NotApplicable", "Outcome", "check_ids", "checks_markdown", "get_check",
+           "registry"]

@@ -60,7 +60,7 @@ def run(recipe: Recipe, path: str, *, subject_media: Callable[[list], list] | No
         items = case.items()
         if impl == vllm.BACKEND and subject_media:
             items = subject_media(items)
-        processor = vllm.create_processor(vllm.model_config(path, impl, limits))
+        processor = vllm.create_processor(path, impl, limits)
         results[impl] = vllm.from_vllm_output(vllm.apply(processor, prompt,
                                                          mm_data(modality, items)))
     native, backend = results[vllm.NATIVE], results[vllm.BACKEND]

@@ -9,7 +9,7 @@ from conformance.cli.bisect import cmd_bisect
 from conformance.cli.check import cmd_check
 from conformance.cli.common import BASELINE, fail
 from conformance.cli.env import cmd_exec, cmd_fixtures, cmd_versions
-from conformance.cli.results import cmd_baseline, cmd_gate, cmd_known, cmd_merge
+from conformance.cli.results import cmd_baseline, cmd_checks, cmd_gate, cmd_known, cmd_merge
 from conformance.cli.run import cmd_run
 from conformance.paths import REPORTS_DIR
 from conformance.run.versions import DEFAULT_VERSIONS
@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--profile", default="tiny", choices=("tiny", "real"))
     fix.add_argument("--force", action="store_true", help="rebuild even if cached")
     fix.set_defaults(func=cmd_fixtures)
+
+    checks = sub.add_parser("checks", help="the catalogue of checks, as a Markdown table")
+    checks.set_defaults(func=cmd_checks)
 
     known = sub.add_parser("known", help="the known incompatibilities, as a Markdown table")
     known.set_defaults(func=cmd_known)

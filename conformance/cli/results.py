@@ -55,3 +55,10 @@ def cmd_known(args: argparse.Namespace) -> int:
     for finding in load():
         print(f"{finding.id}: {finding.title} [{finding.describe_versions()}]")
     return 0
+
+
+def cmd_checks(args: argparse.Namespace) -> int:
+    from conformance.checks import checks_markdown
+
+    print(checks_markdown(), end="")
+    return 0

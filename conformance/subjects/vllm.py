@@ -93,12 +93,17 @@ def vllm_config(path: str, impl: str, limits: Mapping[str, int], device: str, dt
                       load_config=LoadConfig(**load_options(path, impl)))
 
 
-def create_processor(config: Any) -> Any:
+def processor_from(config: Any) -> Any:
     """vLLM's multimodal processor for a `ModelConfig`, made through the registry as the engine
     makes it."""
     from vllm.multimodal import MULTIMODAL_REGISTRY
 
     return MULTIMODAL_REGISTRY.create_processor(config)
+
+
+def create_processor(path: str, impl: str, limits: Mapping[str, int], **config: Any) -> Any:
+    """The processor of `model_config(path, impl, limits, **config)`."""
+    return processor_from(model_config(path, impl, limits, **config))
 
 
 def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None = None,
@@ -172,7 +177,7 @@ class VllmSubject:
 
     def processor_for(self, options: Options = ()) -> Any:
         if options not in self._processors:
-            self._processors[options] = create_processor(self.model_config(options))
+            self._processors[options] = processor_from(self.model_config(options))
         return self._processors[options]
 
     @property

@@ -134,13 +134,13 @@ def test_llava(
 ) -> None:
     import transformers
 
-    from conformance.inputs.media import make_images
+    from conformance.inputs.media import make_items
 
     # what the registry picks for the installed transformers
     assert type(backend) is backend_class(mm, impl.strategy_for(transformers.__version__))
     theirs = backend_class(mm, strategy)(backend.info, backend.dummy_inputs)
     hf = backend.info.get_hf_processor()
-    mm_data = {"image": make_images(count)} if count else {}
+    mm_data = {"image": make_items("image", count)} if count else {}
     dtype = backend.info.ctx.model_config.dtype
     for given in (prompt, hf.tokenizer.encode(prompt)):
         expected = outcome(lambda g=given: run_backend(theirs, g, mm_data))
@@ -342,9 +342,9 @@ def test_dummy_text_and_max_tokens(backend: Any, mm: Any) -> None:
 
 def fixture_backend(name: str) -> Any:
     """vLLM's backend processor for a fixture; skips where the backend cannot be created (a
-    known incompatibility, recorded in conformance/expectations.py)."""
+    known finding, recorded in conformance/expectations/findings.toml)."""
+    from conformance import expectations
     from conformance.subjects import vllm as oracle
-    from conformance.expectations import known_reason
     from fixtures.build import build_fixture
     from fixtures.registry import get_recipe
 
@@ -356,8 +356,8 @@ def fixture_backend(name: str) -> Any:
         return recipe, oracle.create_processor(
             path, "transformers", {m: recipe.max_items for m in recipe.modalities})
     except Exception as error:
-        known = known_reason(name, "processing", transformers_version(), "vllm-backend",
-                             observed=str(error))
+        known = expectations.explain(name, "processing", transformers_version(),
+                                     "vllm-backend", str(error))
         if known is None:
             raise
         pytest.xfail(f"{known.reason} [observed: {error}]")

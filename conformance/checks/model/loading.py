@@ -131,7 +131,7 @@ def build_vllm_model(path: str, impl: str, limits: dict[str, int], device: str,
     with set_current_vllm_config(config):
         ensure_distributed()
         model = get_model(vllm_config=config).eval()
-    processor = vllm.create_processor(config.model_config)
+    processor = vllm.processor_from(config.model_config)
     return VllmModel(model, config, processor)
 
 
@@ -139,7 +139,7 @@ def model_of_llm(engine: Any) -> VllmModel:
     """The model inside an in-process engine (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
     (model,) = engine.apply_model(lambda m: m)
     config = engine.llm_engine.vllm_config
-    return VllmModel(model, config, vllm.create_processor(config.model_config), engine)
+    return VllmModel(model, config, vllm.processor_from(config.model_config), engine)
 
 
 def vllm_model(recipe: Recipe, path: str, impl: str, device: str = "cpu",

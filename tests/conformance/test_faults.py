@@ -1,0 +1,119 @@
+"""Every check can fail: the planted fault each check declares (its `Proof`) makes it fail on
+its fixture, with evidence naming what went wrong, where the same cell without the fault passes
+(or shows only its known finding). Read from the check registry: a new check brings its proof.
+"""
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import transformers
+
+from conformance.checks import get_check, registry
+from conformance.inputs.cases import Case
+from conformance.inputs.media import Media
+from conformance.results.verdict import CellKey
+from conformance.run.cell import run_checkpoint
+from conformance.run.suite import run_suite
+from conformance.subjects.context import Context, fixture_path
+from conformance.subjects.faults import FAULTS, MEDIA_FAULTS, planted
+from conformance.subjects.impl import ImplSubject
+from fixtures.recipe import Recipe
+from fixtures.registry import get_recipe
+
+pytestmark = pytest.mark.vllm
+
+CASE_CHECKS = [c.id for c in registry().values() if c.level == "case"]
+CHECKPOINT_CHECKS = [c.id for c in registry().values() if c.level == "checkpoint"]
+
+
+def test_every_fault_proves_a_check():
+    proven = {check.proof.fault for check in registry().values()}
+    # no-unpad needs a processor that pads a batch, which only the fake one below does
+    assert proven | {"no-unpad"} == set(FAULTS) | set(MEDIA_FAULTS)
+
+
+@pytest.mark.parametrize("check_id", CASE_CHECKS)
+def test_the_fault_a_case_check_declares_makes_it_fail(check_id, tmp_path):
+    proof = get_check(check_id).proof
+    recipe = get_recipe(proof.fixture)
+    if proof.fault != "options-ignored":  # the architecture's default options: a clean baseline
+        recipe = dataclasses.replace(recipe, processor_options=())
+    clean = run_suite(proof.fixture, "impl", check_id, repro_dir=tmp_path, recipe=recipe)
+    assert clean.status in ("pass", "xfail"), clean
+    faulty = run_suite(proof.fixture, "impl", check_id, fault=proof.fault, repro_dir=tmp_path,
+                       recipe=recipe)
+    assert faulty.status == "fail", faulty
+    assert proof.evidence in faulty.detail, faulty.detail
+    assert Path(faulty.data["reproducer"]).exists()
+
+
+@pytest.mark.parametrize("check_id", [
+    pytest.param(c, marks=pytest.mark.model) if get_check(c).loads_model else c
+    for c in CHECKPOINT_CHECKS])
+def test_the_fault_a_checkpoint_check_declares_makes_it_fail(check_id):
+    check = get_check(check_id)
+    proof, version = check.proof, transformers.__version__
+    recipe = get_recipe(proof.fixture)
+    key = CellKey(proof.fixture, version, "vllm-backend", check_id)
+    clean = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture))
+    if clean.status != "pass":
+        pytest.skip(f"{check_id} on {proof.fixture} is {clean.status} on transformers {version} "
+                    f"({clean.finding or clean.detail[:120]}): the proof needs a clean cell")
+    faulty = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture),
+                            fault=proof.fault)
+    assert faulty.status == "fail", faulty
+    assert proof.evidence in faulty.detail, faulty.detail
+
+
+def test_a_finding_behind_an_option_is_searched_after_the_default_options(tmp_path):
+    verdict = run_suite("qwen2_vl", "impl", "prompt-ids", fault="options-ignored",
+                        repro_dir=tmp_path)
+    assert verdict.status == "fail"
+    assert dict(Case.from_json(verdict.data["case"]).processor_kwargs) == {"max_pixels": 28 * 28}
+    assert "(with max_pixels=784)" in verdict.detail
+
+
+def test_a_reproducer_reproduces_its_planted_fault_on_its_own(tmp_path):
+    verdict = run_suite("llava", "impl", "placeholders", fault="offset-shift",
+                        repro_dir=tmp_path)
+    reproducer = verdict.data["reproducer"]
+    run = subprocess.run([sys.executable, reproducer], capture_output=True, text=True)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "placeholders: FAILS" in run.stdout and "ranges differ" in run.stdout
+    source = Path(reproducer).read_text()
+    assert "FAULT = 'offset-shift'" in source and "TRANSFORMERS = " in source
+
+
+def fake_context(processor) -> Context:
+    recipe = Recipe(name="fake", architecture="Fake", modalities=("image",),
+                    placeholder={"image": "<image>"}, prompt="{0}", make=None, mirrors="-")
+    subject = ImplSubject("unused", recipe)
+    subject.__dict__.update(_processors={(): processor}, config=None)
+    return Context("fake", "unused", recipe, subject, {})
+
+
+def test_disabled_unpadding_fails_slicing_on_a_padding_processor():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "impl"))
+    from impl_fakes import FakeProcessor
+
+    ctx = fake_context(FakeProcessor())
+    case = Case("fake", "image", ("a ", " b ", ""),
+                (Media("image", height=20, width=30, seed=1),
+                 Media("image", height=40, width=10, seed=2)))
+    slicing = get_check("slicing")
+    assert slicing.run(ctx, case).ok
+    ctx.subject.fault = "no-unpad"
+    outcome = slicing.run(ctx, case)
+    assert not outcome.ok and "alone vs batch" in outcome.evidence and "shape" in outcome.evidence
+
+
+def test_planted_restores_impl_afterwards():
+    import impl.pipeline
+
+    before = impl.pipeline.process
+    with planted("offset-shift"):
+        assert impl.pipeline.process is not before
+    assert impl.pipeline.process is before
