@@ -136,37 +136,32 @@ def offsets_hf_inputs(
     return hf_inputs
 
 
-def check_item_counts(items: Mapping[str, Sequence[Any]], counts: Mapping[str, int]) -> None:
+def require_counts(found: Mapping[str, Sequence[Any]], counts: Mapping[str, int],
+                   what: str) -> None:
+    """Per modality, as many `found` entries as items given, else the backend's error naming
+    `what` was found (its three count checks differ only in that wording)."""
     for modality, count in counts.items():
-        found = len(items.get(modality, []))
-        if found != count:
-            raise RuntimeError(
-                f"{count} {modality} item(s) given but the processed outputs describe {found}"
-            )
+        number = len(found.get(modality, []))
+        if number != count:
+            raise RuntimeError(f"{count} {modality} item(s) given but " + what.format(number))
+
+
+def check_item_counts(items: Mapping[str, Sequence[Any]], counts: Mapping[str, int]) -> None:
+    require_counts(items, counts, "the processed outputs describe {}")
 
 
 def check_update_counts(
     updates: Mapping[str, Sequence[Replacement]], counts: Mapping[str, int]
 ) -> None:
-    for modality, count in counts.items():
-        found = len(updates.get(modality, []))
-        if found != count:
-            raise RuntimeError(
-                f"{count} {modality} item(s) given but {found} prompt replacement(s) exist; "
-                "is a placeholder missing from the prompt (or the chat template unapplied)?"
-            )
+    require_counts(updates, counts, "{} prompt replacement(s) exist; is a placeholder missing "
+                                    "from the prompt (or the chat template unapplied)?")
 
 
 def check_placeholder_counts(
     placeholders: Mapping[str, Sequence[Placeholder]], counts: Mapping[str, int]
 ) -> None:
-    for modality, count in counts.items():
-        found = len(placeholders.get(modality, []))
-        if found != count:
-            raise RuntimeError(
-                f"{count} {modality} item(s) given but {found} placeholder(s) located in the "
-                "prompt; the prompt needs one placeholder per item."
-            )
+    require_counts(placeholders, counts, "{} placeholder(s) located in the prompt; the prompt "
+                                         "needs one placeholder per item.")
 
 
 def run_offsets(

@@ -35,6 +35,15 @@ class Outcome:
 PASS = Outcome(True)
 
 
+def returning_outcome(check: Callable[..., tuple[str | None, dict]]) -> Callable[..., Outcome]:
+    """A checkpoint-level `run` from a function returning (evidence or None, measured data)."""
+
+    def run(*args: object, **kwargs: object) -> Outcome:
+        return Outcome.of(*check(*args, **kwargs))
+
+    return run
+
+
 class NotApplicable(Exception):  # noqa: N818 - a verdict, not an error
     """The check does not apply to this checkpoint (e.g. M-RoPE on a model without it)."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conformance.checks.contract import Check, Outcome, Proof
+from conformance.checks.contract import Check, Proof, returning_outcome
 from conformance.checks.model.inputs import (
     error_text,
     impl_embed,
@@ -64,10 +64,6 @@ def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str 
     return summary(problems), data
 
 
-def run(recipe: Recipe, path: str, **options: Any) -> Outcome:
-    return Outcome.of(*check_encoder(recipe, path, **options))
-
-
 CHECK = Check(
     id="encoder",
     statement="Per item, the backend's multimodal embeddings (and impl's on the HF model) equal "
@@ -75,6 +71,6 @@ CHECK = Check(
     hint="the backend's image/audio features differ from native vLLM's: compare "
          "get_image_features / get_audio_features with the native encoder, and how the output "
          "is split per item",
-    level="checkpoint", run=run, needs_native=True, loads_model=True,
+    level="checkpoint", run=returning_outcome(check_encoder), needs_native=True, loads_model=True,
     proof=Proof("swapped-items", "qwen2_5_vl", "image item 0: max abs"),
 )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.checks.contract import Check, Outcome, Proof
+from conformance.checks.contract import Check, Proof, returning_outcome
 from conformance.checks.model.inputs import error_text, two_item_inputs
 from conformance.checks.model.loading import (
     BACKEND,
@@ -104,16 +104,12 @@ def check_generate(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str
     return logprobs_difference(native, backend)
 
 
-def run(recipe: Recipe, path: str, **options: Any) -> Outcome:
-    return Outcome.of(*check_generate(recipe, path, **options))
-
-
 CHECK = Check(
     id="generate",
     statement="Greedy decoding of the backend agrees with native vLLM's under vLLM tests' "
               "check_logprobs_close rule.",
     hint="the backend decodes other tokens than native vLLM: look at the embedding positions "
          "and the M-RoPE positions first, then at the decoder's inputs",
-    level="checkpoint", run=run, needs_native=True, loads_model=True,
+    level="checkpoint", run=returning_outcome(check_generate), needs_native=True, loads_model=True,
     proof=Proof("backend-logits-negated", "llava", "step 0: native token"),
 )

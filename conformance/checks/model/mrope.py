@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conformance.checks.contract import Check, NotApplicable, Outcome, Proof
+from conformance.checks.contract import Check, NotApplicable, Proof, returning_outcome
 from conformance.checks.model.inputs import error_text, items_in_prompt_order, process, summary
 from conformance.checks.model.loading import (
     BACKEND,
@@ -132,16 +132,12 @@ def subject_mrope(subject: str, recipe: Recipe, path: str, images: list, prompt:
                                                    feature_specs(out))
 
 
-def run(recipe: Recipe, path: str, **options: Any) -> Outcome:
-    return Outcome.of(*check_mrope(recipe, path, **options))
-
-
 CHECK = Check(
     id="mrope",
     statement="M-RoPE positions and decode delta of the backend (and of impl's get_rope_index "
               "driver) equal native vLLM's.",
     hint="M-RoPE positions differ from native vLLM's: compare the backend's "
          "get_mrope_input_positions inputs (grid sizes per item, item order) with native's",
-    level="checkpoint", run=run, needs_native=True, loads_model=True,
+    level="checkpoint", run=returning_outcome(check_mrope), needs_native=True, loads_model=True,
     proof=Proof("swapped-items", "qwen2_5_vl", "position(s) differ"),
 )
