@@ -38,7 +38,7 @@ def test_the_matching_check_fails_with_evidence(fault, tmp_path):
     fixture, check, words = PLANTED[fault]
     recipe = get_recipe(fixture)
     if fault != "options-ignored":  # the architecture's default options: a clean baseline
-        recipe = dataclasses.replace(recipe, extra={})
+        recipe = dataclasses.replace(recipe, processor_options=())
     assert run_suite(fixture, "impl", check, repro_dir=tmp_path, recipe=recipe).status == "pass"
     result = run_suite(fixture, "impl", check, fault=fault, repro_dir=tmp_path, recipe=recipe)
     assert result.status == "fail", result
