@@ -40,7 +40,7 @@ def test_checkpoint_is_complete_and_cached_by_version(name):
 def test_weights_load_in_transformers_with_no_missing_or_unexpected_keys(name):
     path = build_fixture(name)
     recipe = get_recipe(name)
-    model_cls = getattr(transformers, recipe.make("tiny").model_class)
+    model_cls = getattr(transformers, recipe.architecture)
     _, info = model_cls.from_pretrained(path, output_loading_info=True)
     assert not info["missing_keys"], sorted(info["missing_keys"])[:5]
     assert not info["unexpected_keys"], sorted(info["unexpected_keys"])[:5]
