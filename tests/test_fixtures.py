@@ -40,7 +40,7 @@ def test_checkpoint_is_complete_and_cached_by_version(name):
 def test_weights_load_in_transformers_with_no_missing_or_unexpected_keys(name):
     path = build_fixture(name)
     recipe = get_recipe(name)
-    model_cls = getattr(transformers, recipe.make("tiny").model_class)
+    model_cls = getattr(transformers, recipe.architecture)
     _, info = model_cls.from_pretrained(path, output_loading_info=True)
     assert not info["missing_keys"], sorted(info["missing_keys"])[:5]
     assert not info["unexpected_keys"], sorted(info["unexpected_keys"])[:5]
@@ -63,6 +63,43 @@ def test_hub_layout_renames_are_applied():
         keys = list(weights.keys())
     assert any(k.startswith("vision_tower.vision_model.embeddings.") for k in keys)
     assert not any(k.startswith("vision_tower.embeddings.") for k in keys)
+
+
+def test_the_digest_covers_every_module_of_ours_a_recipe_is_built_from():
+    from fixtures.build import ROOT, build_sources
+
+    files = {
+        p.relative_to(ROOT).as_posix()
+        for p in build_sources("fixtures.recipes.qwen2_vl", "fixtures.build")
+    }
+    assert {
+        "fixtures/recipes/qwen2_vl.py", "fixtures/families/__init__.py",
+        "fixtures/families/qwen_vl.py", "fixtures/tokenizer.py", "fixtures/sizes.py",
+        "fixtures/recipe.py", "fixtures/build.py", "impl/version.py",
+    } <= files
+    assert "fixtures/families/llava.py" not in files
+    assert all(f.startswith(("fixtures/", "impl/")) for f in files)
+
+
+def test_editing_a_family_changes_the_digest_of_its_recipes_only(tmp_path, monkeypatch):
+    import shutil
+
+    from fixtures import build
+
+    for package in build.OUR_PACKAGES:
+        shutil.copytree(build.ROOT / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+
+    def digests():
+        return {n: build.recipe_digest(get_recipe(n), "tiny") for n in ("qwen2_vl", "llava")}
+
+    before = digests()
+    with (tmp_path / "fixtures" / "families" / "qwen_vl.py").open("a") as family:
+        family.write("# edited\n")
+    after = digests()
+    assert after["qwen2_vl"] != before["qwen2_vl"]
+    assert after["llava"] == before["llava"]
 
 
 def test_unknown_fixture_is_a_clear_error():
