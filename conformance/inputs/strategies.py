@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from conformance.inputs.cases import Case
@@ -24,12 +24,15 @@ IMAGE_SIDES = (16, 400)
 MAX_ASPECT = 8.0
 AUDIO_SAMPLES = (SAMPLING_RATE // 10, 3 * SAMPLING_RATE)
 
+# Every phase but `explain`: it re-runs an already shrunk failure many times to annotate which
+# parts of the case matter, most of a failing cell's time, and the reproducer says it better.
+PHASES = tuple(p for p in Phase if p is not Phase.explain)
 settings.register_profile("dev", max_examples=8, deadline=None, derandomize=True,
-                          suppress_health_check=list(HealthCheck))
+                          suppress_health_check=list(HealthCheck), phases=PHASES)
 settings.register_profile("ci", max_examples=25, deadline=None,
-                          suppress_health_check=list(HealthCheck))
+                          suppress_health_check=list(HealthCheck), phases=PHASES)
 settings.register_profile("nightly", max_examples=200, deadline=None,
-                          suppress_health_check=list(HealthCheck))
+                          suppress_health_check=list(HealthCheck), phases=PHASES)
 settings.load_profile(os.environ.get("CONFORMANCE_HYPOTHESIS_PROFILE", "dev"))
 
 

@@ -6,6 +6,10 @@ Idefics3, Qwen2-VL, LLaVA, ...), so an option counted once becomes every later c
 in every instance of that processor. One vLLM deployment passes the same model-level options to
 every call, so it never sees a difference; a harness that alternates options does. Each case
 therefore runs with those defaults restored afterwards.
+
+Cheap enough to wrap every case: the classes are found once per set of loaded modules (a scan of
+every module is milliseconds, far more than a case's own bookkeeping), their defaults copied
+once, and after a case only a class whose defaults changed is restored.
 """
 
 from __future__ import annotations
@@ -28,11 +32,39 @@ def processor_kwargs_classes() -> list[type]:
     return found
 
 
+class _Snapshot:
+    """Each known class's defaults as they were before any case changed them."""
+
+    def __init__(self) -> None:
+        self.saved: dict[type, dict] = {}
+        self.modules = -1  # len(sys.modules) at the last scan
+
+    def refresh(self) -> None:
+        if len(sys.modules) == self.modules:
+            return
+        for cls in processor_kwargs_classes():
+            if cls not in self.saved:  # first seen: its defaults as they are now
+                self.saved[cls] = copy.deepcopy(vars(cls)["_defaults"])
+        self.modules = len(sys.modules)
+
+    def restore(self) -> None:
+        for cls, defaults in self.saved.items():
+            current = vars(cls).get("_defaults")
+            try:
+                unchanged = current == defaults
+            except Exception:  # values that do not compare (arrays): restore to be sure
+                unchanged = False
+            if not unchanged:
+                cls._defaults = copy.deepcopy(defaults)
+
+
+_SNAPSHOT = _Snapshot()
+
+
 @contextlib.contextmanager
 def processor_defaults_restored() -> Iterator[None]:
-    saved = {cls: copy.deepcopy(vars(cls)["_defaults"]) for cls in processor_kwargs_classes()}
+    _SNAPSHOT.refresh()
     try:
         yield
     finally:
-        for cls, defaults in saved.items():
-            cls._defaults = defaults
+        _SNAPSHOT.restore()
