@@ -89,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--force", action="store_true", help="rebuild even if cached")
     fix.set_defaults(func=cmd_fixtures)
 
-    known = sub.add_parser("known", help="the known incompatibilities, as a Markdown table")
+    known = sub.add_parser("known", help="the known findings, as a Markdown document")
+    known.add_argument("--write", action="store_true",
+                       help="write it to docs/findings.md instead of printing it")
     known.set_defaults(func=cmd_known)
 
     exe = sub.add_parser("exec", help="run a command with another transformers version active")

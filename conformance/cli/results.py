@@ -50,8 +50,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_known(args: argparse.Namespace) -> int:
-    from conformance.expectations import load
+    from conformance.expectations.document import DOCUMENT, findings_markdown
 
-    for finding in load():
-        print(f"{finding.id}: {finding.title} [{finding.describe_versions()}]")
+    text = findings_markdown()
+    if not args.write:
+        print(text, end="")
+        return 0
+    DOCUMENT.parent.mkdir(parents=True, exist_ok=True)
+    DOCUMENT.write_text(text)
+    print(f"wrote {DOCUMENT}")
     return 0
