@@ -29,7 +29,7 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _prose(text: str) -> str:
+def inline_markdown(text: str) -> str:
     # reasons quote tokens such as <start_of_image>: outside a code span a bare `<` would be
     # read as an HTML tag and vanish from the rendered page
     parts = text.split("`")
@@ -56,7 +56,7 @@ def _section(finding: Finding) -> list[str]:
              f"- checks: {_names(finding.checks)}",
              f"- subjects: {_names(finding.subjects)}",
              f"- processor options: {_options(finding)}", "",
-             _wrapped(_prose(finding.reason)), "",
+             _wrapped(inline_markdown(finding.reason)), "",
              "Evidence (the failure observed must contain one of these):", ""]
     for check, texts in finding.evidence.items():
         where = "any check" if check == ANY else f"`{check}`"
@@ -73,7 +73,7 @@ def findings_markdown(findings: tuple[Finding, ...] | None = None) -> str:
              "`conformance known --write`; do not edit by hand -->", "", INTRO, "",
              "| finding | title | transformers | fixtures | checks |", "|---|---|---|---|---|"]
     for f in findings:
-        title = _prose(f.title).replace("|", "\\|")
+        title = inline_markdown(f.title).replace("|", "\\|")
         lines.append(f"| [{f.id}](#{f.id}) | {title} | {f.describe_versions()} | "
                      f"{_names(f.fixtures)} | {_names(f.checks)} |")
     lines.append("")
