@@ -4,7 +4,8 @@ import html
 import json
 from xml.etree import ElementTree
 
-from conformance.results import gate, report
+from conformance.paths import ROOT
+from conformance.results import gate, portable, report
 from conformance.results.verdict import Verdict
 
 NEWLINES = "gemma3-offsets-newlines"  # a finding in findings.toml
@@ -175,3 +176,35 @@ def test_a_candidate_release_is_gated_against_the_pinned_version():
     assert gate.compare(baseline, candidate).new_failures  # unknown cell: still not green
     result = gate.compare(baseline, candidate, baseline_version="5.17.0")
     assert [now.version for _, now in result.regressions] == ["5.24.0"]
+
+
+def strings_in(value):
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_in(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_the_committed_baseline_names_no_absolute_path():
+    payload = json.loads((ROOT / "reports" / "baseline.json").read_text())
+    absolute = [text for text in strings_in(payload) if text.startswith("/")]
+    assert not absolute, absolute[:3]
+
+
+def test_paths_are_recorded_relative_to_the_repository(tmp_path):
+    inside, outside = str(ROOT / "reports" / "repro" / "x.py"), str(tmp_path / "y.py")
+    assert portable.repo_relative(inside) == "reports/repro/x.py"
+    assert portable.repo_relative(outside) == outside  # only what lies inside is rewritten
+    assert portable.source_name(str(ROOT / "reports" / "runs" / "latest")) == \
+        "reports/runs/latest"
+    assert portable.source_name(str(tmp_path / "col517")) == "col517"
+    cells = portable.portable_cells([Verdict("llava", "5.17.0", "cache", "fail",
+                                             data={"reproducer": inside, "examples": 3})])
+    assert cells[0].data == {"reproducer": "reports/repro/x.py", "examples": 3}
+    meta = portable.portable_meta({"merged_from": [str(tmp_path / "1")], "seconds": 1.0,
+                                   "nested": {"checkpoint": "owner/name"}})
+    assert meta == {"merged_from": ["1"], "seconds": 1.0, "nested": {"checkpoint": "owner/name"}}

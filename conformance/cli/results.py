@@ -21,11 +21,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     from conformance.results import report
+    from conformance.results.portable import portable_cells, portable_meta
 
     verdicts, meta = report.read_results(Path(args.results))
     out = Path(args.output)
-    report.write_results(out, report.latest_per_cell(verdicts), {**meta, "baseline_of": str(
-        args.results)})
+    # the run folder names the run; its results.json names nothing
+    source = Path(args.results).resolve()
+    source = source.parent if source.name == "results.json" else source
+    # the baseline is committed: no absolute path of this machine goes into it
+    report.write_results(out, portable_cells(report.latest_per_cell(verdicts)),
+                         portable_meta({**meta, "baseline_of": str(source)}))
     print(f"wrote {out} from {args.results} ({len(verdicts)} cells)")
     return 0
 
