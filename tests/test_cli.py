@@ -82,11 +82,18 @@ def test_gate_exits_non_zero_naming_a_planted_regression(tmp_path):
 
 
 def test_baseline_is_refreshed_by_an_explicit_command(tmp_path):
-    cells = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl")]
+    repro = ROOT / "reports" / "repro" / "llava-impl-errors-0.py"
+    cells = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl"),
+             Verdict("llava", "5.17.0", "errors", "fail", "bare assert", subject="impl",
+                     data={"reproducer": str(repro)})]
     out = run_cli("baseline", str(write(tmp_path / "run", cells)), "--output",
                   str(tmp_path / "baseline.json"))
     assert out.returncode == 0
-    assert json.loads((tmp_path / "baseline.json").read_text())["cells"][0]["status"] == "pass"
+    written = json.loads((tmp_path / "baseline.json").read_text())
+    assert [c["status"] for c in written["cells"]] == ["pass", "fail"]
+    # committed: no folder of this machine in it
+    assert written["meta"]["baseline_of"] == "run"
+    assert written["cells"][1]["data"]["reproducer"] == "reports/repro/llava-impl-errors-0.py"
 
 
 def test_merge_combines_shards(tmp_path):

@@ -1,10 +1,11 @@
 """Known findings turn a matching failure into xfail, and nothing else (the one judge)."""
 
-from pathlib import Path
 
 import pytest
 
 from conformance import expectations
+from conformance.expectations.document import DOCUMENT, findings_markdown
+from conformance.paths import ROOT
 from conformance.results.judge import Failure, judge
 from conformance.results.verdict import CellKey
 
@@ -91,6 +92,23 @@ def test_a_malformed_findings_file_is_refused(tmp_path):
         expectations.load(bad)
 
 
-def test_readme_lists_every_known_incompatibility():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert "findings" in readme
+def test_the_findings_document_is_generated_from_the_findings():
+    assert DOCUMENT == ROOT / "docs" / "findings.md"
+    assert DOCUMENT.read_text() == findings_markdown(), \
+        "regenerate docs/findings.md with `conformance known --write`"
+
+
+def test_the_findings_document_shows_every_finding_in_full():
+    text = findings_markdown()
+    for finding in expectations.load():
+        assert f'<a id="{finding.id}"></a>' in text and f"## {finding.id}\n" in text
+        assert f"- transformers: {finding.describe_versions()}" in text
+        for texts in finding.evidence.values():
+            assert all(f"`{evidence}`" in text for evidence in texts)
+
+
+def test_readme_links_the_findings_document():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Known incompatibilities", 1)[1].split("\n## ", 1)[0]
+    assert "](docs/findings.md)" in section
+    assert "| fixture | check |" not in readme  # the generated table lives in docs/ now

@@ -1,10 +1,15 @@
 """Every report format from one set of verdicts; the gate; merging shards."""
 
+import html
 import json
 from xml.etree import ElementTree
 
-from conformance.results import gate, report
+from conformance.paths import ROOT
+from conformance.results import gate, portable, report
 from conformance.results.verdict import Verdict
+
+NEWLINES = "gemma3-offsets-newlines"  # a finding in findings.toml
+NEWLINES_TITLE = "Gemma3, Offsets path: newlines at a replacement's edges stay unmerged"
 
 
 def verdicts():
@@ -17,6 +22,19 @@ def verdicts():
                 data={"reproducer": "/nonexistent/repro.py"}),
         Verdict("qwen3_vl", "5.12.1", "cache", "n/a", "not in 5.12.1", subject="impl"),
     ]
+
+
+def with_findings():
+    """verdicts() plus two cells of one finding (the way the judge records them now)."""
+    return verdicts() + [
+        Verdict("gemma3", "5.17.0", check, "xfail", "Offsets path: ... [observed: ids differ]",
+                subject=subject, finding=NEWLINES)
+        for subject, check in (("impl", "placeholders"), ("vllm-backend", "placeholders"))]
+
+
+META = {"versions": ["5.12.1", "5.17.0", "5.20.2"], "profile": "ci", "device": "cuda",
+        "dtype": "bfloat16", "finished": "2026-11-30T03:55:22+00:00", "seconds": 12.0,
+        "checks": ["model", "prompt-ids", "placeholders", "cache"], "shard": "1/2"}
 
 
 def test_results_json_round_trips(tmp_path):
@@ -37,12 +55,28 @@ def test_markdown_matrix_links_non_passing_cells_to_details():
     assert "greedy token differs: 3 vs 4" in text
 
 
+def test_markdown_lists_known_failures_once_per_finding():
+    text = report.markdown(report.sort_cells(with_findings()))
+    section = text.split("## Known findings", 1)[1].split("## Details", 1)[0]
+    assert f'<a id="finding-{NEWLINES}"></a>**{NEWLINES}** (2 cells): {NEWLINES_TITLE}' in section
+    assert ("gemma3/impl/placeholders@5.17.0, gemma3/vllm-backend/placeholders@5.17.0"
+            in section)
+    assert "1 cell `xfail` without a finding id" in section  # an old result, listed per cell
+    details = text.split("## Details", 1)[1]
+    # a known cell's details point at its finding; a bad cell's stay in full
+    assert f"**impl / placeholders: xfail**: [{NEWLINES}](#finding-{NEWLINES})" in details
+    assert "**vllm-backend / prompt-ids: xfail**: newline merge [observed: x]" in details
+    assert "greedy token differs: 3 vs 4" in details
+
+
 def test_junit_counts_failures_errors_and_skips():
     root = ElementTree.fromstring(report.junit(report.sort_cells(verdicts())).split("?>", 1)[1])
     suites = {s.get("name"): s for s in root}
     assert suites["transformers-5.20.2"].get("failures") == "1"
     assert suites["transformers-5.17.0"].get("skipped") == "1"
     assert len(root.findall(".//testcase")) == 5
+    named = ElementTree.fromstring(report.junit(with_findings()).split("?>", 1)[1])
+    assert any(f"xfail [{NEWLINES}]:" in s.get("message") for s in named.iter("skipped"))
 
 
 def test_html_is_one_file_with_filters_and_findings():
@@ -51,6 +85,39 @@ def test_html_is_one_file_with_filters_and_findings():
     assert "id='filters'" in page and "value='fail'" in page
     assert "class='finding' data-status='fail'" in page
     assert "reproducer not found" in page
+
+
+def test_html_opens_with_a_summary_of_the_run():
+    page = report.html_report(report.sort_cells(with_findings()), META)
+    body = page.split("<body>", 1)[1]
+    assert body.index("id='summary'") < body.index("<table id='matrix'>")
+    summary = body.split("id='summary'", 1)[1].split("</section>", 1)[0]
+    for shown in ("5.12.1, 5.17.0, 5.20.2", "4: gemma3, idefics3, llava, qwen3_vl",
+                  "2: impl, vllm-backend", "ci", "cuda / bfloat16", "2026-11-30T03:55:22",
+                  "12 s for 7 cells", "shard", "1/2", "pass 2", "xfail 3", "fail 1"):
+        assert shown in summary, shown
+    assert '{"' not in page  # the meta is worded, never dumped as JSON
+    known = body.split("<table id='known'>", 1)[1].split("</table>", 1)[0]
+    row = known.split(f"<tr data-finding='{NEWLINES}'>", 1)[1].split("</tr>", 1)[0]
+    assert html.escape(NEWLINES_TITLE) in row and "2 cells" in row
+    assert "gemma3/impl/placeholders@5.17.0" in row
+    assert "without a finding id" in known
+
+
+def test_html_shows_architectures_by_checks_for_each_version():
+    page = report.html_report(report.sort_cells(with_findings()), META)
+    for version in ("5.12.1", "5.17.0", "5.20.2"):
+        assert f"<table class='checks' data-version='{version}'>" in page
+    table = page.split("<table class='checks' data-version='5.17.0'>", 1)[1].split("</table>")[0]
+    # the run's own check order, only the checks present on that version
+    assert "<th class='nosort'>prompt-ids</th><th class='nosort'>placeholders</th>" \
+           "<th class='nosort'>cache</th></tr>" in table
+    cell = table.split("data-fixture='gemma3' data-check='placeholders'", 1)[1].split("</td>")[0]
+    assert cell.startswith(" title='impl: xfail [gemma3-offsets-newlines]: Offsets path")
+    assert cell.count("<span class='xfail'") == 2
+    failing = page.split("<table class='checks' data-version='5.20.2'>", 1)[1]
+    assert ("<td class='fail' data-status='fail' data-fixture='idefics3' data-check='model' "
+            "title='vllm-backend: fail: greedy token differs: 3 vs 4'>") in failing
 
 
 def test_gate_fails_on_a_regression_and_lists_fixes_and_known():
@@ -68,6 +135,35 @@ def test_gate_fails_on_a_regression_and_lists_fixes_and_known():
     assert gate.compare(baseline, baseline).ok
 
 
+def test_gate_groups_known_failures_by_finding_and_names_newly_known_ones():
+    baseline = [v for v in with_findings() if v.subject == "impl" or v.finding != NEWLINES]
+    baseline += [Verdict("gemma3", "5.17.0", "placeholders", "pass")]  # vllm-backend's passed
+    result = gate.compare(baseline, with_findings())
+    assert result.ok  # a known failure is no failure of the gate, even a new one
+    assert [now.subject for _, now in result.newly_known] == ["vllm-backend"]
+    lines = gate.render(result).splitlines()
+    at = lines.index("KNOWN FAILURES (3), by the 1 finding(s) that explain them")
+    assert lines[at + 1:at + 6] == [
+        f"  {NEWLINES} (2 cells): {NEWLINES_TITLE}",
+        "    gemma3/impl/placeholders@5.17.0, gemma3/vllm-backend/placeholders@5.17.0",
+        "  without a finding id (1 cell)",
+        "    gemma3 / vllm-backend / prompt-ids / transformers 5.17.0: newline merge "
+        "[observed: x]",
+        "gate: PASS"]
+    newly = lines.index("NEWLY KNOWN (1): passed in the baseline, a known failure now")
+    assert lines[newly + 1] == ("  gemma3 / vllm-backend / placeholders / transformers 5.17.0: "
+                                f"{NEWLINES}: {NEWLINES_TITLE}")
+
+
+def test_a_long_list_of_known_cells_is_wrapped_between_labels():
+    cells = [Verdict(f"fixture{i}", "5.17.0", "placeholders", "xfail", subject="vllm-backend",
+                     finding=NEWLINES) for i in range(12)]
+    text = gate.render(gate.compare([], cells))
+    labels = [line for line in text.splitlines() if line.startswith("    fixture")]
+    assert len(labels) > 1 and all(len(line) <= 100 for line in labels)
+    assert ", ".join(line.strip().rstrip(",") for line in labels).count("@5.17.0") == 12
+
+
 def test_latest_verdict_wins_when_cells_repeat():
     first = Verdict("llava", "5.17.0", "cache", "crash", subject="impl")
     again = Verdict("llava", "5.17.0", "cache", "pass", subject="impl")
@@ -80,3 +176,35 @@ def test_a_candidate_release_is_gated_against_the_pinned_version():
     assert gate.compare(baseline, candidate).new_failures  # unknown cell: still not green
     result = gate.compare(baseline, candidate, baseline_version="5.17.0")
     assert [now.version for _, now in result.regressions] == ["5.24.0"]
+
+
+def strings_in(value):
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_in(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_the_committed_baseline_names_no_absolute_path():
+    payload = json.loads((ROOT / "reports" / "baseline.json").read_text())
+    absolute = [text for text in strings_in(payload) if text.startswith("/")]
+    assert not absolute, absolute[:3]
+
+
+def test_paths_are_recorded_relative_to_the_repository(tmp_path):
+    inside, outside = str(ROOT / "reports" / "repro" / "x.py"), str(tmp_path / "y.py")
+    assert portable.repo_relative(inside) == "reports/repro/x.py"
+    assert portable.repo_relative(outside) == outside  # only what lies inside is rewritten
+    assert portable.source_name(str(ROOT / "reports" / "runs" / "latest")) == \
+        "reports/runs/latest"
+    assert portable.source_name(str(tmp_path / "col517")) == "col517"
+    cells = portable.portable_cells([Verdict("llava", "5.17.0", "cache", "fail",
+                                             data={"reproducer": inside, "examples": 3})])
+    assert cells[0].data == {"reproducer": "reports/repro/x.py", "examples": 3}
+    meta = portable.portable_meta({"merged_from": [str(tmp_path / "1")], "seconds": 1.0,
+                                   "nested": {"checkpoint": "owner/name"}})
+    assert meta == {"merged_from": ["1"], "seconds": 1.0, "nested": {"checkpoint": "owner/name"}}

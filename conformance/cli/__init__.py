@@ -92,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     checks = sub.add_parser("checks", help="the catalogue of checks, as a Markdown table")
     checks.set_defaults(func=cmd_checks)
 
-    known = sub.add_parser("known", help="the known incompatibilities, as a Markdown table")
+    known = sub.add_parser("known", help="the known findings, as a Markdown document")
+    known.add_argument("--write", action="store_true",
+                       help="write it to docs/findings.md instead of printing it")
     known.set_defaults(func=cmd_known)
 
     exe = sub.add_parser("exec", help="run a command with another transformers version active")

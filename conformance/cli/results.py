@@ -21,11 +21,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     from conformance.results import report
+    from conformance.results.portable import portable_cells, portable_meta
 
     verdicts, meta = report.read_results(Path(args.results))
     out = Path(args.output)
-    report.write_results(out, report.latest_per_cell(verdicts), {**meta, "baseline_of": str(
-        args.results)})
+    # the run folder names the run; its results.json names nothing
+    source = Path(args.results).resolve()
+    source = source.parent if source.name == "results.json" else source
+    # the baseline is committed: no absolute path of this machine goes into it
+    report.write_results(out, portable_cells(report.latest_per_cell(verdicts)),
+                         portable_meta({**meta, "baseline_of": str(source)}))
     print(f"wrote {out} from {args.results} ({len(verdicts)} cells)")
     return 0
 
@@ -50,10 +55,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_known(args: argparse.Namespace) -> int:
-    from conformance.expectations import load
+    from conformance.expectations.document import DOCUMENT, findings_markdown
 
-    for finding in load():
-        print(f"{finding.id}: {finding.title} [{finding.describe_versions()}]")
+    text = findings_markdown()
+    if not args.write:
+        print(text, end="")
+        return 0
+    DOCUMENT.parent.mkdir(parents=True, exist_ok=True)
+    DOCUMENT.write_text(text)
+    print(f"wrote {DOCUMENT}")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 `explain` answers "which finding explains this failure?" for one cell; `applicable` "which
 finding applies to this cell at all?" (a checkpoint-level cell it applies to that passes is a
-stale finding: `xpass`). `findings_markdown` renders the generated document.
+stale finding: `xpass`). `document.findings_markdown` renders the generated docs/findings.md.
 """
 
 from __future__ import annotations

@@ -1,0 +1,82 @@
+"""The generated findings document, docs/findings.md: every known finding, written out in full.
+
+`conformance known` prints it and `conformance known --write` writes it; a test keeps the
+committed file equal to what `findings_markdown()` renders from findings.toml.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from conformance.expectations import ANY, Finding, load
+from conformance.paths import ROOT
+
+DOCUMENT = ROOT / "docs" / "findings.md"
+WIDTH = 100
+
+INTRO = """\
+Disagreements found between vLLM's Transformers backend (or `impl`, which reproduces it) and
+native vLLM / the HF processor. Each is recorded once in `conformance/expectations/findings.toml`
+with the evidence a failure must show to count as this finding: such a cell is `xfail` and names
+the finding, a checkpoint-level cell it applies to that passes is `xpass` (the finding is stale),
+and any other failure of the same cell stays a `fail`. Comparisons are never loosened."""
+
+
+def _code(text: str) -> str:
+    """A Markdown code span that survives backticks inside the text."""
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def inline_markdown(text: str) -> str:
+    # reasons quote tokens such as <start_of_image>: outside a code span a bare `<` would be
+    # read as an HTML tag and vanish from the rendered page
+    parts = text.split("`")
+    return "`".join(p if i % 2 else p.replace("<", "\\<") for i, p in enumerate(parts))
+
+
+def _wrapped(text: str) -> str:
+    # short lines keep the committed file readable as text and its diffs small
+    return textwrap.fill(text, width=WIDTH, break_long_words=False, break_on_hyphens=False)
+
+
+def _names(values: tuple[str, ...], every: str = "any") -> str:
+    return every if not values or ANY in values else ", ".join(values)
+
+
+def _options(finding: Finding) -> str:
+    return ", ".join(finding.options) if finding.options else "none (the default options too)"
+
+
+def _section(finding: Finding) -> list[str]:
+    lines = [f'<a id="{finding.id}"></a>', "", f"## {finding.id}", "", f"**{finding.title}**", "",
+             f"- transformers: {finding.describe_versions()}",
+             f"- fixtures: {_names(finding.fixtures)}",
+             f"- checks: {_names(finding.checks)}",
+             f"- subjects: {_names(finding.subjects)}",
+             f"- processor options: {_options(finding)}", "",
+             _wrapped(inline_markdown(finding.reason)), "",
+             "Evidence (the failure observed must contain one of these):", ""]
+    for check, texts in finding.evidence.items():
+        where = "any check" if check == ANY else f"`{check}`"
+        # one string a line: each is an exact substring, which wrapping would break
+        lines += [f"- {where}:"] + [f"  - {_code(text)}" for text in texts]
+    return lines + [""]
+
+
+def findings_markdown(findings: tuple[Finding, ...] | None = None) -> str:
+    """The whole document: an index table, then one section per finding (findings.toml order)."""
+    findings = load() if findings is None else findings
+    lines = ["# Known findings", "",
+             "<!-- generated from conformance/expectations/findings.toml by "
+             "`conformance known --write`; do not edit by hand -->", "", INTRO, "",
+             "| finding | title | transformers | fixtures | checks |", "|---|---|---|---|---|"]
+    for f in findings:
+        title = inline_markdown(f.title).replace("|", "\\|")
+        lines.append(f"| [{f.id}](#{f.id}) | {title} | {f.describe_versions()} | "
+                     f"{_names(f.fixtures)} | {_names(f.checks)} |")
+    lines.append("")
+    for finding in findings:
+        lines += _section(finding)
+    return "\n".join(lines).rstrip("\n") + "\n"

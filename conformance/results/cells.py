@@ -1,0 +1,76 @@
+"""The axes every view of a run shares: cell order, versions, fixtures, checks, verdict symbols."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from conformance.results.verdict import STATUSES, Verdict
+from impl.version import parse_version
+
+SYMBOLS = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X!", "error": "E", "crash": "C",
+           "timeout": "T", "n/a": "–"}
+# the status a group of cells is coloured by: the worst one among them
+WORST_FIRST = ("crash", "timeout", "error", "fail", "xpass", "xfail", "pass", "n/a")
+
+
+def legend() -> str:
+    return ", ".join(f"{symbol} {status}" for status, symbol in SYMBOLS.items())
+
+
+def latest_per_cell(verdicts: list[Verdict]) -> list[Verdict]:
+    """One verdict per cell: the last one recorded (a resumed or merged run may repeat)."""
+    return list({v.key: v for v in verdicts}.values())
+
+
+def sort_cells(verdicts: list[Verdict]) -> list[Verdict]:
+    return sorted(verdicts, key=lambda v: (v.fixture, parse_version(v.version), v.subject,
+                                           v.check))
+
+
+def versions_of(verdicts: list[Verdict]) -> list[str]:
+    return sorted({v.version for v in verdicts}, key=parse_version)
+
+
+def fixtures_of(verdicts: list[Verdict]) -> list[str]:
+    return list(dict.fromkeys(v.fixture for v in verdicts))
+
+
+def checks_of(verdicts: list[Verdict], order: list[str] | None = None) -> list[str]:
+    """The checks present, in `order` (the run's own, from its meta) where it names them."""
+    present = set(v.check for v in verdicts)
+    ordered = [c for c in order or () if c in present]
+    return ordered + sorted(present - set(ordered))
+
+
+def counts_text(statuses: list[str]) -> str:
+    counts = Counter(statuses)
+    return " ".join(f"{SYMBOLS[s]}{counts[s]}" for s in STATUSES if counts[s])
+
+
+def worst(statuses: list[str]) -> str:
+    return next((s for s in WORST_FIRST if s in statuses), "")
+
+
+def anchor(fixture: str, version: str) -> str:
+    return f"{fixture}-{version}".replace(".", "-").replace("_", "-")
+
+
+def by_fixture_version(verdicts: list[Verdict]) -> dict[tuple[str, str], list[Verdict]]:
+    groups: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
+    for v in verdicts:
+        groups[(v.fixture, v.version)].append(v)
+    return groups
+
+
+def one_line(text: str, limit: int | None = 300) -> str:
+    """A detail (tracebacks, multi-line evidence) folded onto one line, cut at `limit`."""
+    return " ".join(text.split())[:limit]
+
+
+def cells_text(count: int) -> str:
+    return f"{count} cell" + ("" if count == 1 else "s")
+
+
+def short_label(v: Verdict) -> str:
+    """fixture/subject/check@version: a cell in a list of many (CellKey.label for one)."""
+    return f"{v.fixture}/{v.subject}/{v.check}@{v.version}"

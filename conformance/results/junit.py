@@ -1,0 +1,37 @@
+"""junit.xml: one test suite per transformers version, one test case per cell."""
+
+from __future__ import annotations
+
+from collections import Counter
+from xml.etree import ElementTree
+
+from conformance.results.cells import versions_of
+from conformance.results.verdict import Verdict
+
+
+def junit(verdicts: list[Verdict]) -> str:
+    suites = ElementTree.Element("testsuites", name="vllm-mm-conformance")
+    for version in versions_of(verdicts):
+        cells = [v for v in verdicts if v.version == version]
+        counts = Counter(v.status for v in cells)
+        suite = ElementTree.SubElement(
+            suites, "testsuite", name=f"transformers-{version}", tests=str(len(cells)),
+            failures=str(counts["fail"] + counts["xpass"]),
+            errors=str(counts["error"] + counts["crash"] + counts["timeout"]),
+            skipped=str(counts["xfail"] + counts["n/a"]),
+            time=f"{sum(v.seconds for v in cells):.2f}")
+        for v in cells:
+            case = ElementTree.SubElement(suite, "testcase", classname=f"{v.fixture}.{v.subject}",
+                                          name=f"{v.check}[{version}]", time=f"{v.seconds:.2f}")
+            if v.status in ("fail", "xpass"):
+                ElementTree.SubElement(case, "failure", message=v.detail[:300]).text = v.detail
+            elif v.status in ("error", "crash", "timeout"):
+                ElementTree.SubElement(case, "error", message=f"{v.status}: {v.detail[:300]}",
+                                       type=v.status).text = v.detail
+            elif v.status in ("xfail", "n/a"):
+                # the finding's id first: CI lists group by it without reading the reason
+                finding = f" [{v.finding}]" if v.finding else ""
+                ElementTree.SubElement(case, "skipped",
+                                       message=f"{v.status}{finding}: {v.detail[:300]}")
+    ElementTree.indent(suites)
+    return ElementTree.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,62 @@
+"""Known failures (xfail cells) grouped by the finding that explains them.
+
+A run on many versions repeats each finding over dozens of cells; every view (gate, report.md,
+report.html) lists a finding once, with the cells it covers. Cells recorded before verdicts named
+their finding (no `finding` id) stay ungrouped and are listed one by one, as before.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from conformance.results.cells import one_line, short_label
+from conformance.results.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class KnownGroup:
+    finding: str
+    title: str
+    cells: tuple[Verdict, ...]
+
+
+def _findings_by_id() -> dict:
+    from conformance import expectations
+
+    return {f.id: f for f in expectations.load()}
+
+
+def title_of(finding_id: str) -> str:
+    finding = _findings_by_id().get(finding_id)
+    # results may come from another checkout whose findings.toml had this id
+    return finding.title if finding else "(not in this checkout's findings.toml)"
+
+
+def group_known(verdicts: list[Verdict]) -> tuple[list[KnownGroup], list[Verdict]]:
+    """The xfail cells by finding (findings.toml's order, then ids it lacks), and those
+    without a finding id."""
+    known = [v for v in verdicts if v.status == "xfail"]
+    ids = list(_findings_by_id())
+    named = {v.finding for v in known if v.finding}
+    order = [i for i in ids if i in named] + sorted(named - set(ids))
+    groups = [KnownGroup(i, title_of(i), tuple(v for v in known if v.finding == i))
+              for i in order]
+    return groups, [v for v in known if not v.finding]
+
+
+def observed(v: Verdict) -> str:
+    """What the cell showed, without the finding's reason the judge put in front of it."""
+    finding = _findings_by_id().get(v.finding)
+    detail = one_line(v.detail, None)
+    if finding and detail.startswith(finding.reason):
+        return detail[len(finding.reason):].strip()
+    return detail
+
+
+def wrapped_labels(cells: tuple[Verdict, ...] | list[Verdict], width: int = 100,
+                   indent: str = "    ") -> list[str]:
+    """The cells' short labels, comma-separated, wrapped between labels (never inside one)."""
+    text = ", ".join(short_label(v) for v in cells)
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)

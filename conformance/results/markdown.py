@@ -1,0 +1,93 @@
+"""report.md (also the GitHub step summary): the architecture x version matrix, the known
+findings with the cells each covers, and the details of every cell that is not a plain pass."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from conformance.expectations.document import inline_markdown
+from conformance.results.cells import (
+    anchor,
+    by_fixture_version,
+    cells_text,
+    counts_text,
+    fixtures_of,
+    legend,
+    one_line,
+    short_label,
+    versions_of,
+)
+from conformance.results.known import group_known, observed
+from conformance.results.verdict import STATUSES, Verdict
+
+
+def finding_anchor(finding_id: str) -> str:
+    return "finding-" + finding_id.replace(".", "-")
+
+
+def markdown(verdicts: list[Verdict], meta: dict | None = None) -> str:
+    lines = _matrix(verdicts)
+    totals = Counter(v.status for v in verdicts)
+    lines += ["", "Totals: " + ", ".join(f"{s} {totals[s]}" for s in STATUSES if totals[s]), ""]
+    if meta and meta.get("seconds") is not None:
+        lines += [f"Run time {meta['seconds']:.0f} s on {len(verdicts)} cells.", ""]
+    lines += _known_findings(verdicts)
+    lines += _details(verdicts)
+    return "\n".join(lines) + "\n"
+
+
+def _matrix(verdicts: list[Verdict]) -> list[str]:
+    versions, grid = versions_of(verdicts), by_fixture_version(verdicts)
+    lines = ["# vLLM Transformers-backend conformance", "",
+             f"Cells per architecture and transformers version ({legend()}).", "",
+             "| architecture | " + " | ".join(versions) + " |",
+             "|---|" + "---|" * len(versions)]
+    for fixture in fixtures_of(verdicts):
+        row = []
+        for version in versions:
+            cell = grid.get((fixture, version), [])
+            text = counts_text([v.status for v in cell]) if cell else ""
+            if any(v.status not in ("pass", "n/a") for v in cell):
+                text = f"[{text}](#{anchor(fixture, version)})"
+            row.append(text)
+        lines.append(f"| {fixture} | " + " | ".join(row) + " |")
+    return lines
+
+
+def _known_findings(verdicts: list[Verdict]) -> list[str]:
+    groups, unnamed = group_known(verdicts)
+    if not groups and not unnamed:
+        return []
+    count = sum(len(g.cells) for g in groups)
+    lines = ["## Known findings", "",
+             f"{cells_text(count)} fail as {len(groups)} known finding(s) describe (`xfail`); "
+             "the repository's `docs/findings.md` writes each finding out in full.", ""]
+    for group in groups:
+        lines += [f'- <a id="{finding_anchor(group.finding)}"></a>**{group.finding}** '
+                  f"({cells_text(len(group.cells))}): {inline_markdown(group.title)}",
+                  "  - " + ", ".join(short_label(v) for v in group.cells)]
+    if unnamed:
+        lines.append(f"- {cells_text(len(unnamed))} `xfail` without a finding id (recorded "
+                     "before verdicts named one): their reasons are under Details.")
+    return lines + [""]
+
+
+def _details(verdicts: list[Verdict]) -> list[str]:
+    """Every bad cell in full; a known failure in one line that points at its finding."""
+    shown = [v for v in verdicts if v.status not in ("pass", "n/a")]
+    if not shown:
+        return []
+    lines = ["## Details", ""]
+    for (fixture, version), group in by_fixture_version(shown).items():
+        lines += [f'<a id="{anchor(fixture, version)}"></a>',
+                  f"### {fixture} on transformers {version}", ""]
+        for v in group:
+            head = f"- **{v.subject} / {v.check}: {v.status}**"
+            if v.status == "xfail" and v.finding:
+                lines.append(f"{head}: [{v.finding}](#{finding_anchor(v.finding)}) "
+                             f"{one_line(observed(v))}")
+                continue
+            repro = f" Reproducer: `{v.data['reproducer']}`." if v.data.get("reproducer") else ""
+            lines.append(f"{head}: {one_line(v.detail, 700)}{repro}")
+        lines.append("")
+    return lines
