@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import traceback
 
-from hypothesis import given, reject, settings
+from hypothesis import given, reject, seed, settings
 from hypothesis.errors import Unsatisfiable
 
 from conformance.checks import get_check
@@ -22,6 +22,13 @@ from conformance.run.isolation import processor_defaults_restored
 from conformance.subjects.context import OracleFailed, make_context
 
 REPRO_DIR = REPORTS_DIR / "repro"
+# The seed of every search. Hypothesis's `derandomize` seeds from a digest of the searched
+# function's source, so any edit of the harness would draw other cases and could move verdicts;
+# a fixed seed keeps them reproducible across edits. This one is the digest the searches used
+# until it was fixed, so the cases drawn did not change then either.
+SEARCH_SEED = int(
+    "5880829655117045460989508296602349135476925460542445294555486494733428991485424431783536955"
+    "475595273845490465138022")
 
 
 class CheckFailed(AssertionError):
@@ -78,8 +85,8 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
     passes = [False, True] if ctx.recipe.processor_options else [False]
     try:
         for with_options in passes:
-            found = search(settings(**overrides)(
-                given(cases(ctx.recipe, with_options=with_options))(attempt)))
+            found = search(settings(**overrides)(seed(SEARCH_SEED)(
+                given(cases(ctx.recipe, with_options=with_options))(attempt))))
             if found:
                 break
     except Unsatisfiable:
