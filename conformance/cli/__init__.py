@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from conformance.cli.bisect import cmd_bisect
+from conformance.cli.check import add_arguments as add_check_arguments
 from conformance.cli.check import cmd_check
 from conformance.cli.common import BASELINE, fail
 from conformance.cli.env import cmd_exec, cmd_fixtures, cmd_versions
@@ -42,10 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check", help="every applicable check on one checkpoint")
-    check.add_argument("checkpoint", help="a local checkpoint folder or a hub id (owner/name)")
-    check.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"))
-    check.add_argument("--output", default=str(REPORTS_DIR / "runs" / "check"),
-                       help="report folder (default: reports/runs/check)")
+    add_check_arguments(check, str(REPORTS_DIR / "runs" / "check"))
     check.set_defaults(func=cmd_check)
 
     gate = sub.add_parser("gate", help="exit 1 when a cell that passed in the baseline fails now")

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 SAMPLING_RATE = 16000
 IMAGE_SIZES: tuple[tuple[int, int], ...] = ((40, 60), (64, 32), (50, 50), (30, 90))  # (h, w)
 AUDIO_SECONDS: tuple[float, ...] = (1.0, 0.6, 1.4, 0.8)
@@ -42,15 +40,24 @@ class Media:
 def _materialise(media: Media) -> Any:
     """The same object for the same spec: checks process one item many times (alone, in
     batches, reordered); processors do not modify their inputs."""
-    rng = np.random.RandomState(media.seed)
-    if media.modality == "image":
+    return make_media(media.modality, media.height, media.width, media.samples, media.seed)
+
+
+def make_media(modality: str, height: int, width: int, samples: int, seed: int) -> Any:
+    """An RGB image of height x width, or float32 audio of `samples`, filled from `seed`.
+
+    Self-contained (numpy and PIL only): standalone reproducers embed its source, so they
+    rebuild exactly the items the harness fed."""
+    import numpy as np
+
+    rng = np.random.RandomState(seed)
+    if modality == "image":
         from PIL import Image
 
-        pixels = rng.randint(0, 256, (media.height, media.width, 3), dtype=np.uint8)
-        return Image.fromarray(pixels)
-    if media.modality == "audio":
-        return rng.uniform(-0.5, 0.5, media.samples).astype(np.float32)
-    raise ValueError(f"no media of modality {media.modality!r}")
+        return Image.fromarray(rng.randint(0, 256, (height, width, 3), dtype=np.uint8))
+    if modality == "audio":
+        return rng.uniform(-0.5, 0.5, samples).astype(np.float32)
+    raise ValueError(f"no media of modality {modality!r}")
 
 
 def smoke_media(modality: str, count: int) -> tuple[Media, ...]:

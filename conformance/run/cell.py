@@ -80,9 +80,11 @@ def planted_unless_impl(fault: str | None):
 
 
 def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str],
-                   fault: str | None = None, started: float | None = None) -> Verdict:
+                   fault: str | None = None, started: float | None = None, *,
+                   exhaustive: bool | None = None) -> Verdict:
     """A checkpoint-level cell on the checkpoint `locate()` gives (built or found lazily: its
-    failure is the cell's verdict)."""
+    failure is the cell's verdict). `exhaustive=False`: a known finding that does not show is
+    no stale finding (a checkpoint other than the fixture the finding was measured on)."""
     from conformance.run.suite import exception_text
     from conformance.subjects.faults import media_fault
 
@@ -101,5 +103,5 @@ def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str]
         return judge(key, [Failure(exception_text(error), error=True)], exhaustive=False,
                      seconds=time.monotonic() - started)
     failures = [] if outcome.ok else [Failure(outcome.evidence)]
-    return judge(key, failures, exhaustive=check.exhaustive, seconds=time.monotonic() - started,
-                 data=outcome.measured)
+    return judge(key, failures, seconds=time.monotonic() - started, data=outcome.measured,
+                 exhaustive=check.exhaustive if exhaustive is None else exhaustive)

@@ -100,10 +100,12 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
     observed = []
     for evidence in found:
         case = failures[evidence]
-        reproducer = write_reproducer(check, subject, fault, case, key.version, evidence,
-                                      repro_dir)
-        observed.append(Failure(evidence, case.processor_kwargs, extra=(
-            ("reproducer", str(reproducer)), ("case", case.to_json()))))
+        extra: tuple[tuple[str, object], ...] = (("case", case.to_json()),)
+        if repro_dir is not None:  # None: the caller writes its own (`check`: standalone ones)
+            reproducer = write_reproducer(check, subject, fault, case, key.version, evidence,
+                                          repro_dir)
+            extra = (("reproducer", str(reproducer)), *extra)
+        observed.append(Failure(evidence, case.processor_kwargs, extra=extra))
     return verdict(observed, data)
 
 

@@ -8,8 +8,10 @@ model checks all come through here, so they see the checkpoint the same way.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +23,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 NATIVE, BACKEND = "vllm", "transformers"  # vLLM `model_impl` values
 IMPLS = (NATIVE, BACKEND)
+# The harness's caps. Nothing a checkpoint derives is ever raised to them: vLLM lowers the items
+# per prompt to the processor's own limit (`item_limits`), and every length is the checkpoint's
+# own (vLLM derives it: `derived_max_model_len`), capped where the harness needs it.
 MAX_ITEMS = 8  # items of each modality a prompt may hold (limit_mm_per_prompt)
-MAX_MODEL_LEN = 4096  # processing only: no KV cache is sized from it
-ENGINE_MAX_MODEL_LEN = 1024  # the engines that decode
+ENGINE_MAX_MODEL_LEN = 1024  # the engines that decode, on CPU: tiny models, KV cache in RAM
+GPU_ENGINE_MAX_MODEL_LEN = 8192  # on a GPU: room for real checkpoints' prompts
+MIN_KV_CACHE_BYTES = 32 * 1024 * 1024
+KV_CACHE_SHARE = 0.25  # at most this share of the device's free memory goes to one KV cache
 Options = tuple[tuple[str, Any], ...]
 
 
@@ -61,9 +68,11 @@ def load_options(path: str, impl: str) -> dict[str, str]:
 
 
 def model_config(path: str, impl: str, limits: Mapping[str, int], *, options: Options = (),
-                 max_model_len: int = MAX_MODEL_LEN, cache_gb: float = 0, **overrides: Any):
+                 max_model_len: int | None = None, cache_gb: float = 0, **overrides: Any):
     """vLLM's `ModelConfig`; `options` are model-level processor options
-    (`mm_processor_kwargs`, as a deployment sets them); `cache_gb` sizes the processor cache."""
+    (`mm_processor_kwargs`, as a deployment sets them); `cache_gb` sizes the processor cache.
+    `max_model_len=None`: what vLLM derives from the checkpoint, as when serving it with its
+    defaults (processing sizes nothing from it)."""
     from vllm.config import ModelConfig
 
     return ModelConfig(
@@ -78,10 +87,84 @@ def model_config(path: str, impl: str, limits: Mapping[str, int], *, options: Op
     )
 
 
+def default_model_config(path: str, impl: str | None = None) -> Any:
+    """The `ModelConfig` of `vllm serve PATH` with every default (`model_impl` "auto" unless
+    given): what vLLM itself accepts, before any setting of the harness's."""
+    from vllm.config import ModelConfig
+
+    return ModelConfig(**model_options(path, impl or NATIVE), model=path,
+                       **({"model_impl": impl} if impl else {}))
+
+
+@functools.cache
+def derived_config(path: str, impl: str) -> Any:
+    """The `ModelConfig` with the length vLLM derives from the checkpoint (its config's
+    position limit, the tokenizer's model_max_length, RoPE scaling, the sliding window)."""
+    return model_config(path, impl, {})
+
+
+def derived_max_model_len(path: str, impl: str) -> int:
+    return int(derived_config(path, impl).max_model_len)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What an engine that decodes (and a model loaded without one) is given: derived from the
+    checkpoint (its context length, its KV cache per token) and the machine."""
+
+    max_model_len: int
+    kv_cache_memory_bytes: int
+
+
+def kv_bytes_per_token(config: Any, dtype: str | None) -> int:
+    """K and V of every layer for one token (an upper bound where vLLM's count fails)."""
+    import torch
+    from vllm.config import ParallelConfig
+
+    size = (getattr(torch, dtype) if dtype else config.dtype).itemsize
+    try:
+        parallel = ParallelConfig()
+        per_layer = config.get_num_kv_heads(parallel) * config.get_head_size()
+        return 2 * config.get_num_layers(parallel) * per_layer * size
+    except Exception:  # hybrid or unusual layouts: every layer as wide as the model
+        text = config.hf_text_config
+        return 2 * getattr(text, "num_hidden_layers", 64) * 2 * text.hidden_size * size
+
+
+def free_memory_bytes() -> int:
+    """Free memory of the device engines run on (vLLM's platform: a GPU, else this host)."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cuda_alike():
+        import torch
+
+        return int(torch.cuda.mem_get_info()[0])
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+@functools.cache
+def engine_settings(path: str, impl: str, dtype: str | None = None) -> EngineSettings:
+    """The checkpoint's own context length capped by the harness's (a small KV cache: the
+    checks' prompts are short), and a KV cache of twice what that length needs, within a
+    share of the machine's free memory (a shorter length where that share is too small)."""
+    from vllm.platforms import current_platform
+
+    cap = ENGINE_MAX_MODEL_LEN if current_platform.is_cpu() else GPU_ENGINE_MAX_MODEL_LEN
+    length = min(cap, derived_max_model_len(path, impl))
+    per_token = kv_bytes_per_token(derived_config(path, impl), dtype)
+    budget = int(KV_CACHE_SHARE * free_memory_bytes())
+    if 2 * per_token * length > budget:
+        length = max(16, budget // (2 * per_token) // 16 * 16)
+    return EngineSettings(length, max(MIN_KV_CACHE_BYTES, 2 * per_token * length))
+
+
 def model_config_for_loading(path: str, impl: str, limits: Mapping[str, int], dtype: str):
     """The `ModelConfig` of a model that is loaded (the model checks'), as `engine` makes it."""
-    return model_config(path, impl, limits, max_model_len=ENGINE_MAX_MODEL_LEN, dtype=dtype,
-                        enforce_eager=True, seed=0)
+    return model_config(path, impl, limits,
+                        max_model_len=engine_settings(path, impl, dtype).max_model_len,
+                        dtype=dtype, enforce_eager=True, seed=0)
 
 
 def vllm_config(path: str, impl: str, limits: Mapping[str, int], device: str, dtype: str) -> Any:
@@ -106,25 +189,33 @@ def create_processor(path: str, impl: str, limits: Mapping[str, int], **config: 
     return processor_from(model_config(path, impl, limits, **config))
 
 
-def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None = None,
-           max_model_len: int = ENGINE_MAX_MODEL_LEN) -> Any:
-    """An in-process `LLM` with one sequence, a small KV cache and no processor cache."""
+def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None = None
+           ) -> Any:
+    """An in-process `LLM` with one sequence, a small KV cache (`engine_settings`) and no
+    processor cache."""
     from vllm import LLM
 
+    settings = engine_settings(path, impl, dtype)
     return LLM(
         **checkpoint_format(path, impl),
         model=path,
         model_impl=impl,
-        max_model_len=max_model_len,
+        max_model_len=settings.max_model_len,
         max_num_seqs=1,
-        max_num_batched_tokens=max_model_len,
+        max_num_batched_tokens=settings.max_model_len,
         enforce_eager=True,
         limit_mm_per_prompt=dict(limits),
-        kv_cache_memory_bytes=32 * 1024 * 1024,
+        kv_cache_memory_bytes=settings.kv_cache_memory_bytes,
         mm_processor_cache_gb=0,
         seed=0,
         **({} if dtype is None else {"dtype": dtype}),
     )
+
+
+def item_limits(processor: Any) -> dict[str, int]:
+    """Items of each modality a prompt may hold: the harness's cap lowered to the processor's
+    own limit (`get_supported_mm_limits`), as vLLM lowers it."""
+    return dict(processor.info.allowed_mm_limits)
 
 
 # --- vLLM's output as impl's dataclass ---------------------------------------------------------

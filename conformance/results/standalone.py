@@ -1,0 +1,323 @@
+"""Standalone reproducers: one script per failing cell that can be attached to a vLLM or
+transformers issue as it is.
+
+A script imports only vLLM, transformers and torch (numpy and Pillow come with them), never this
+project, and holds no path of this machine: it takes the checkpoint as its first argument (a
+local folder or a hub id; a hub id `conformance check` was given is the default). It rebuilds
+the failing case's items from their specs (`make_media`'s own source is embedded), runs the
+prompt through vLLM's Transformers backend and through the oracle the cell compared it with
+(native vLLM's processor for the same checkpoint, or the HF processor's own expansion), prints
+the first difference, and exits 1 when it reproduces, 0 when it does not (2: it could not
+compare, e.g. the oracle itself failed).
+
+The checks whose failure is a processing difference of one prompt get one: `processing`,
+`prompt-ids`, `placeholders`, and `errors` for a prompt whose placeholders do not match its
+items. Other cells (impl's, cache, slicing, embed-count, the model checks) keep their evidence
+and case in results.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conformance.inputs.cases import Case
+from conformance.inputs.media import SAMPLING_RATE, Media, make_media
+from conformance.results.verdict import Verdict
+from fixtures.recipe import Recipe
+
+CHECKS = ("processing", "prompt-ids", "placeholders", "errors")
+SUBJECT = "vllm-backend"  # the backend is what an upstream issue is about (impl mirrors it)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt with its items, as the failing cell fed it, and how to judge it."""
+
+    prompt: str
+    modality: str
+    media: tuple[Media, ...]
+    options: tuple[tuple[str, Any], ...]
+    oracle: str  # "vllm" (native vLLM's processor) or "hf" (the HF processor's expansion)
+    compare: str  # "ids", "ids+placeholders", or "error" (the prompt must raise a clear error)
+
+
+def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
+    """The request a failing cell's standalone reproducer replays (None: the cell has none)."""
+    if verdict.subject != SUBJECT or verdict.check not in CHECKS or \
+            verdict.status in ("pass", "n/a"):
+        return None
+    evidence = verdict.detail.split(" [observed: ", 1)[-1]
+    oracle = "hf" if "vs hf:" in evidence or not recipe.native_in_vllm else "vllm"
+    if verdict.check == "processing":
+        from conformance.checks.processing import smoke_case
+
+        case = smoke_case(recipe)
+        prompt = recipe.render_prompt(case.modality, len(case.media))
+        return Request(prompt, case.modality, case.media, (), oracle, "ids+placeholders")
+    if "case" not in verdict.data:
+        return None
+    case = Case.from_json(verdict.data["case"])
+    compare = "ids" if verdict.check == "prompt-ids" else "ids+placeholders"
+    if verdict.check == "errors":
+        case = failing_variant(case, recipe, path, evidence)
+        if case is None:
+            return None
+        compare = "error"
+    return Request(case.prompt(recipe.placeholder[case.modality]), case.modality, case.media,
+                   case.processor_kwargs, oracle, compare)
+
+
+def failing_variant(case: Case, recipe: Recipe, path: str, evidence: str) -> Case | None:
+    """The input the errors check fed when it failed: one of its variants of the case."""
+    from conformance.checks.errors import cases_for
+    from conformance.subjects.context import make_context
+
+    ctx = make_context(recipe.name, SUBJECT, path=path, recipe=recipe)
+    return next((bad for bad, what in cases_for(ctx, case) if evidence.startswith(what)), None)
+
+
+def write_standalone(out_dir: Path, verdict: Verdict, recipe: Recipe, path: str,
+                     checkpoint: str) -> Path | None:
+    """Write the cell's standalone reproducer (None where its check has none). `checkpoint` is
+    what `check` was given: a hub id becomes the script's default, a local path never does."""
+    request = request_for(verdict, recipe, path)
+    if request is None:
+        return None
+    from conformance.checks import get_check
+    from conformance.inputs.checkpoints import HUB_ID
+
+    source = script(request, verdict, statement=get_check(verdict.check).statement,
+                    checkpoint=checkpoint if HUB_ID.match(checkpoint) and not Path(
+                        checkpoint).exists() else None,
+                    formats=checkpoint_formats(path))
+    digest = hashlib.sha256(source.encode()).hexdigest()[:8]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{recipe.name}-{verdict.check}-{digest}.py"
+    target.write_text(source)
+    target.chmod(0o755)
+    return target
+
+
+def checkpoint_formats(path: str) -> dict[str, dict[str, str]]:
+    """Per implementation, the options choosing its half of a two-format checkpoint."""
+    from conformance.subjects import vllm
+
+    return {impl: vllm.model_options(path, impl) for impl in vllm.IMPLS
+            if vllm.model_options(path, impl)}
+
+
+def script(request: Request, verdict: Verdict, *, statement: str, checkpoint: str | None,
+           formats: dict[str, dict[str, str]]) -> str:
+    import transformers
+    import vllm
+
+    oracle = ("native vLLM's processor for the same checkpoint (model_impl=\"vllm\")"
+              if request.oracle == "vllm" else "the HF processor's own expansion")
+    items = ", ".join(m.describe() for m in request.media)
+    observed = " ".join(verdict.detail.split())
+    usage = "[CHECKPOINT]" if checkpoint else "CHECKPOINT"
+    default = (f"default: {checkpoint}" if checkpoint else
+               "the local checkpoint folder `conformance check` was given")
+    known = f"Known as `{verdict.finding}`. " if verdict.finding else ""
+    return TEMPLATE.format(
+        check=verdict.check, vllm=vllm.__version__, transformers=transformers.__version__,
+        oracle=oracle, prompt=request.prompt, items=items or "none",
+        options=dict(request.options) or "none", statement=statement,
+        observed=wrap(known + observed), usage=usage, where=default,
+        checkpoint=checkpoint, prompt_literal=request.prompt, modality=request.modality,
+        media=[(m.height, m.width, m.samples, m.seed) for m in request.media],
+        options_literal=dict(request.options), formats=formats, compare=request.compare,
+        oracle_name=request.oracle, sampling_rate=SAMPLING_RATE,
+        make_media=inspect.getsource(make_media).strip(),
+    )
+
+
+def wrap(text: str, width: int = 92, indent: str = "            ") -> str:
+    lines, line = [], ""
+    for word in text.replace('"""', "'''").split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return f"\n{indent}".join(lines)
+
+
+TEMPLATE = '''#!/usr/bin/env python3
+r"""`{check}`: vLLM {vllm}'s Transformers backend (model_impl="transformers") against {oracle}.
+
+transformers: {transformers} (where it was recorded)
+prompt:     {prompt!r}
+items:      {items}
+options:    {options} (model-level processor options, mm_processor_kwargs)
+expected:   {statement}
+observed:   {observed}
+
+Usage: python this_script.py {usage}   (a local checkpoint folder or a hub id; {where})
+Needs vllm, transformers and torch only. Exit status 1: it reproduces; 0: it does not;
+2: it cannot tell (no checkpoint given, or the oracle itself fails).
+"""
+from __future__ import annotations
+
+import sys
+
+CHECKPOINT = sys.argv[1] if len(sys.argv) > 1 else {checkpoint!r}
+PROMPT = {prompt_literal!r}
+MODALITY = {modality!r}
+ITEMS = {media!r}  # (height, width, audio samples, seed) per item
+OPTIONS = {options_literal!r}
+FORMATS = {formats!r}  # which half of a two-format (Mistral + HF) checkpoint each reads
+COMPARE = {compare!r}
+ORACLE = {oracle_name!r}
+SAMPLING_RATE = {sampling_rate!r}
+CLEAR_ERRORS = (ValueError, RuntimeError, NotImplementedError)
+
+
+{make_media}
+
+
+def items():
+    made = [make_media(MODALITY, *item) for item in ITEMS]
+    return [(item, SAMPLING_RATE) for item in made] if MODALITY == "audio" else made
+
+
+def vllm_processed(impl):
+    """Prompt ids and per item (offset, length, embedding positions), from vLLM's processor
+    made by its registry exactly as the engine makes it."""
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    config = ModelConfig(model=CHECKPOINT, model_impl=impl, limit_mm_per_prompt={{MODALITY: 8}},
+                         mm_processor_kwargs=OPTIONS or None, mm_processor_cache_gb=0,
+                         **FORMATS.get(impl, {{}}))
+    processor = MULTIMODAL_REGISTRY.create_processor(config)
+    out = processor(PROMPT, processor.info.parse_mm_data({{MODALITY: items()}}))
+    ranges = []
+    for r in out["mm_placeholders"].get(MODALITY, []):
+        mask = [True] * r.length if r.is_embed is None else r.is_embed.tolist()
+        ranges.append((r.offset, r.length, [r.offset + i for i, e in enumerate(mask) if e]))
+    return list(out["prompt_token_ids"]), ranges
+
+
+def hf_processed():
+    """The HF processor's own expansion: ids, and per item the span its token type marks
+    (cut by the processor's own token counts), its embedding positions the model's token."""
+    from transformers import AutoConfig, AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(CHECKPOINT, **OPTIONS)
+    config = AutoConfig.from_pretrained(CHECKPOINT)
+    made = [make_media(MODALITY, *item) for item in ITEMS]
+    key = {{"image": "images", "audio": "audio"}}[MODALITY]
+    out = processor(text=PROMPT, **{{key: made}}, return_mm_token_type_ids=True,
+                    return_tensors="pt", **OPTIONS)
+    ids = out["input_ids"][0].tolist()
+    token = next(int(v) for n in (MODALITY + "_token_id", MODALITY + "_token_index")
+                 if (v := getattr(config, n, None)) is not None)
+    type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
+    if type_ids is None:
+        marked, counts = [i for i, t in enumerate(ids) if t == token], None
+    else:
+        marked = [i for i, t in enumerate(type_ids[0].tolist())
+                  if t == {{"image": 1, "audio": 3}}[MODALITY]]
+        counter = getattr(processor, "_get_num_multimodal_tokens", None)
+        counts = None if counter is None or MODALITY != "image" else list(counter(
+            image_sizes=[[h, w] for h, w, _, _ in ITEMS], **OPTIONS)["num_image_tokens"])
+    spans, start = [], 0
+    for count in counts or []:
+        spans.append(marked[start:start + count])
+        start += count
+    if counts is None:  # contiguous runs
+        for p in marked:
+            if spans and spans[-1][-1] == p - 1:
+                spans[-1].append(p)
+            else:
+                spans.append([p])
+    return ids, [(s[0], s[-1] - s[0] + 1, [p for p in range(s[0], s[-1] + 1) if ids[p] == token])
+                 for s in spans if s]
+
+
+def difference(expected, actual, names):
+    (ids_a, ranges_a), (ids_b, ranges_b) = expected, actual
+    if ids_a != ids_b:
+        i = next((i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y),
+                 min(len(ids_a), len(ids_b)))
+        return (f"prompt ids differ at position {{i}}: {{names[0]}} {{ids_a[i:i + 6]}} vs "
+                f"{{names[1]}} {{ids_b[i:i + 6]}} (lengths {{len(ids_a)}} vs {{len(ids_b)}})")
+    if COMPARE == "ids":
+        return None
+    if len(ranges_a) != len(ranges_b):
+        return f"{{names[0]}} has {{len(ranges_a)}} placeholders, {{names[1]}} {{len(ranges_b)}}"
+    for i, (a, b) in enumerate(zip(ranges_a, ranges_b)):
+        if a != b:
+            return (f"{{MODALITY}} item {{i}}: (offset, length, embedding positions) "
+                    f"{{names[0]}} {{a[:2]}} {{a[2][:8]}} vs {{names[1]}} {{b[:2]}} {{b[2][:8]}}")
+    return None
+
+
+def oracle():
+    return vllm_processed("vllm") if ORACLE == "vllm" else hf_processed()
+
+
+def expect_clear_error():
+    """The prompt cannot be placed: the backend must raise a clear error, or accept it exactly
+    as native vLLM does."""
+    try:
+        got = vllm_processed("transformers")
+    except CLEAR_ERRORS as error:
+        print(f"backend raises a clear error: {{type(error).__name__}}: {{error}}")
+        return 0
+    except AssertionError as error:
+        print(f"backend: a bare assertion instead of a clear error: {{error!r}}")
+        return 1
+    placed = len(got[1])
+    if ORACLE == "hf":
+        print(f"backend: no error; {{len(ITEMS)}} items placed as {{placed}}")
+        return 0 if placed == len(ITEMS) else 1
+    try:
+        native = vllm_processed("vllm")
+    except Exception as error:
+        print(f"native vLLM rejects it ({{type(error).__name__}}: {{error}}), the backend "
+              f"accepts it ({{len(ITEMS)}} items placed as {{placed}})")
+        return 1
+    found = difference(native, got, ("native", "backend"))
+    print(f"backend: no error, unlike native: {{found}}" if found else "both accept it alike")
+    return 1 if found else 0
+
+
+def main():
+    if CHECKPOINT is None:
+        print(__doc__, file=sys.stderr)
+        return 2
+    import transformers
+    import vllm
+
+    print(f"vllm {{vllm.__version__}}, transformers {{transformers.__version__}}; {{CHECKPOINT}}")
+    print(f"prompt {{PROMPT!r}} with {{len(ITEMS)}} {{MODALITY}} item(s)")
+    if COMPARE == "error":
+        return expect_clear_error()
+    try:
+        expected = oracle()
+    except Exception as error:
+        print(f"the oracle ({{ORACLE}}) cannot process it: {{type(error).__name__}}: {{error}}")
+        return 2
+    try:
+        got = vllm_processed("transformers")
+    except Exception as error:
+        import traceback
+
+        traceback.print_exc()
+        print(f"FAILS: the backend raises {{type(error).__name__}}: {{error}}")
+        return 1
+    found = difference(expected, got, ("native" if ORACLE == "vllm" else "HF", "backend"))
+    print(f"FAILS: {{found}}" if found else "passes: the backend agrees with the oracle")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
