@@ -5,11 +5,16 @@ import sys
 import pytest
 
 from conformance.run import versions
+from impl.version import matches, parse_version, placeholder_strategy
 
 
-def test_parse_version_orders_releases_and_dev_builds():
-    assert versions.parse_version("5.20.2") > versions.parse_version("5.17.0")
-    assert versions.parse_version("5.15.0.dev0") == versions.parse_version("5.15.0")
+def test_one_parser_orders_releases_and_dev_builds_as_the_backend_does():
+    assert parse_version("5.20.2") > parse_version("5.17.0")
+    # packaging's Version, as the backend compares: a pre-release is below its release
+    assert parse_version("5.15.0.dev0") < parse_version("5.15.0")
+    assert placeholder_strategy("5.15.0.dev0") == placeholder_strategy("5.15.0rc1") == "legacy"
+    assert matches("5.15.0rc1", "<5.15") and not matches("5.15.0", "<5.15")
+    assert matches("5.16.0", ">=5.15,<5.17") and matches("5.16.1", "")
 
 
 @pytest.mark.parametrize(
@@ -19,7 +24,7 @@ def test_parse_version_orders_releases_and_dev_builds():
 )
 def test_default_versions_cover_both_strategies_and_the_window(version, strategy, inside):
     assert version in versions.DEFAULT_VERSIONS
-    assert versions.placeholder_strategy(version) == strategy
+    assert placeholder_strategy(version) == strategy
     assert versions.in_vllm_window(version) is inside
 
 
