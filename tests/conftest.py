@@ -16,6 +16,10 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 
 def pytest_collection_modifyitems(config, items):
+    # Tests that load a model in vLLM run last: loading the backend decorates transformers'
+    # model classes for the whole process, after which no fixture can be built or HF model
+    # instantiated outside a vLLM config (tests/test_fixtures.py does both).
+    items.sort(key=lambda item: "model" in item.keywords)
     if HAS_VLLM:
         return
     skip = pytest.mark.skip(reason="vLLM is not installed in this environment")

@@ -36,6 +36,24 @@ settings.register_profile("nightly", max_examples=200, deadline=None,
 settings.load_profile(os.environ.get("CONFORMANCE_HYPOTHESIS_PROFILE", "dev"))
 
 
+def _no_local_constants() -> None:
+    """Draw cases from the strategies and the seed alone.
+
+    Hypothesis (6.13x) also draws literals it finds in the source of every "local" module loaded
+    in the process: ours. A cell's cases would then depend on which of our modules ran before
+    it in the same worker and on what they say (an edit anywhere reshuffles every search),
+    and the same cell could pass alone and fail in a column. Its pool is emptied and kept empty
+    (private API, pinned with hypothesis in the lock; tests/conformance/test_strategies.py
+    proves the draws no longer depend on what is loaded).
+    """
+    from hypothesis.internal.conjecture import providers
+
+    providers._get_local_constants = lambda: providers.Constants()
+
+
+_no_local_constants()
+
+
 def text_segments(count: int) -> st.SearchStrategy[tuple[str, ...]]:
     """`count` text pieces; empty ones make placeholders adjacent or put them at an end."""
     piece = st.lists(st.sampled_from(TEXT_PIECES), max_size=3).map("".join)

@@ -9,6 +9,7 @@ model checks all come through here, so they see the checkpoint the same way.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -194,6 +195,11 @@ def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None
     """An in-process `LLM` with one sequence, a small KV cache (`engine_settings`) and no
     processor cache."""
     from vllm import LLM
+
+    # An engine that failed or was dropped earlier may still await collection (cycles), and
+    # collecting an engine tears down the process's distributed state: collect it before this
+    # one sets that state up, never inside this engine's own steps.
+    gc.collect()
 
     settings = engine_settings(path, impl, dtype)
     return LLM(

@@ -3,7 +3,6 @@ recipe's two-item prompt (a smoke check: the first thing to break when serving b
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -27,11 +26,7 @@ def greedy_step(path: str, impl: str, prompt: str, mm: dict, limits: dict[str, i
         top = completion.logprobs[0] if completion.logprobs else {}
         return completion.token_ids[0], {int(k): float(v.logprob) for k, v in top.items()}
     finally:
-        # Collect the engine now: a collected engine tears down the process's distributed
-        # state, and left to a later garbage collection that can happen inside the next
-        # engine's step ("pipeline model parallel group is not initialized").
         del llm
-        gc.collect()
 
 
 def run(recipe: Recipe, path: str, *, subject_media: Callable[[list], list] | None = None,
