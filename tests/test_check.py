@@ -101,10 +101,11 @@ ODD = {"short-context": short_context_llava, "llama-tokenizer": llama_tokenizer_
        "processor-sizes": resized_qwen2_vl, "no-native-model": no_native_model}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def odd(tmp_path_factory) -> dict[str, Path]:
     """Every checkpoint, built before any check loads a model (vLLM's backend then patches
-    transformers' model classes for the process, and building one would fail)."""
+    transformers' model classes for the process, and building one would fail). For the whole
+    session: the tests that load models run last (conftest), after this module's others."""
     folder = tmp_path_factory.mktemp("odd")
     return {name: build(folder / name) for name, build in ODD.items()}
 
