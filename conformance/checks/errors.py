@@ -104,5 +104,5 @@ CHECK = Check(
     statement="Unplaceable inputs raise the backend's clear error instead of misaligning.",
     hint="a mismatched prompt is accepted silently or rejected by a bare assert",
     level="case", run=run,
-    proof=Proof("errors-swallowed", "llava", "the subject accepts it"),
+    proof=Proof("errors-swallowed", "llava", "accept"),  # "accepts it" / "accepted, but unlike"
 )
