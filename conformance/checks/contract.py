@@ -19,6 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+# Applied to the subject's items only by a checkpoint-level check (a planted media fault)
+MediaHook = Callable[[list], list]
+
 
 @dataclass
 class Outcome:

@@ -8,9 +8,8 @@ embedding positions). Without a native vLLM model the HF processor's expansion i
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
-from conformance.checks.contract import Check, Outcome, Proof
+from conformance.checks.contract import Check, MediaHook, Outcome, Proof
 from conformance.checks.differences import describe, prompt_difference
 from conformance.inputs.cases import Case
 from conformance.inputs.media import mm_data, smoke_media
@@ -48,7 +47,7 @@ def against_hf(recipe: Recipe, path: str) -> Outcome:
     return Outcome.of(f"vs hf: {difference}" if difference else None, data)
 
 
-def run(recipe: Recipe, path: str, *, subject_media: Callable[[list], list] | None = None,
+def run(recipe: Recipe, path: str, *, subject_media: MediaHook | None = None,
         **_: object) -> Outcome:
     if not recipe.native_in_vllm:
         return against_hf(recipe, path)

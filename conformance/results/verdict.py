@@ -35,10 +35,6 @@ class Verdict:
     def from_json(cls, line: str) -> Verdict:
         return cls(**json.loads(line))
 
-    @classmethod
-    def from_dict(cls, raw: dict) -> Verdict:
-        return cls(**raw)
-
     @property
     def key(self) -> CellKey:
         return CellKey(self.fixture, self.version, self.subject, self.check)

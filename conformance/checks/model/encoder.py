@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conformance.checks.contract import Check, Proof, returning_outcome
+from conformance.checks.contract import Check, MediaHook, Proof, returning_outcome
 from conformance.checks.model.inputs import (
     error_text,
     impl_embed,
@@ -19,7 +19,6 @@ from conformance.checks.model.loading import BACKEND, NATIVE, hf_model, require_
 from conformance.checks.model.tolerances import compare_items, tolerance_for
 from fixtures.recipe import Recipe
 
-MediaHook = Callable[[list], list]  # applied to the subject's media only (planted faults)
 
 def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str = "float32",
                   subject_media: MediaHook | None = None) -> tuple[str | None, dict]:

@@ -3,11 +3,10 @@ tests' `check_logprobs_close` rule."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.checks.contract import Check, Proof, returning_outcome
+from conformance.checks.contract import Check, MediaHook, Proof, returning_outcome
 from conformance.checks.model.inputs import error_text, two_item_inputs
 from conformance.checks.model.loading import (
     BACKEND,
@@ -23,7 +22,6 @@ from fixtures.recipe import Recipe
 
 GENERATE_TOKENS = 4
 TOP_LOGPROBS = 5
-MediaHook = Callable[[list], list]
 
 @dataclass(frozen=True)
 class Decoded:

@@ -3,10 +3,9 @@ recipe's two-item prompt (a smoke check: the first thing to break when serving b
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from conformance.checks.contract import Check, Outcome, Proof
+from conformance.checks.contract import Check, MediaHook, Outcome, Proof
 from conformance.checks.processing import items_per_prompt
 from conformance.inputs.media import make_items, mm_data
 from conformance.subjects import vllm
@@ -29,7 +28,7 @@ def greedy_step(path: str, impl: str, prompt: str, mm: dict, limits: dict[str, i
         del llm
 
 
-def run(recipe: Recipe, path: str, *, subject_media: Callable[[list], list] | None = None,
+def run(recipe: Recipe, path: str, *, subject_media: MediaHook | None = None,
         **_: Any) -> Outcome:
     modality, count = recipe.modalities[0], items_per_prompt(recipe)
     prompt, items = recipe.render_prompt(modality, count), make_items(modality, count)

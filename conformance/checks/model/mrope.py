@@ -3,10 +3,9 @@ equal the native model's, on prompts with several images in varied places."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from conformance.checks.contract import Check, NotApplicable, Proof, returning_outcome
+from conformance.checks.contract import Check, MediaHook, NotApplicable, Proof, returning_outcome
 from conformance.checks.model.inputs import error_text, items_in_prompt_order, process, summary
 from conformance.checks.model.loading import (
     BACKEND,
@@ -20,7 +19,6 @@ from conformance.checks.model.loading import (
 from fixtures.recipe import Recipe
 
 SUBJECTS = ("backend", "impl")  # compared against native vLLM
-MediaHook = Callable[[list], list]
 
 MROPE_IMAGE_SIZES = ((28, 84), (84, 28), (56, 56), (28, 56))  # (h, w): distinct grids
 
