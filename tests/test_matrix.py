@@ -107,3 +107,22 @@ def test_shards_partition_the_cells_by_version_and_fixture():
     for part in parts:
         groups = {(c.version, c.fixture) for c in part}
         assert all((c.version, c.fixture) in groups for c in part)
+
+
+def test_a_version_is_split_by_whole_fixtures_when_jobs_outnumber_versions():
+    cells = expand_cells(["llava", "gemma3", "idefics3"], ["5.17.0"], ["impl"],
+                         ["cache", "slicing"])
+    units = matrix.work_units(cells, jobs=2, costs={"llava": 10.0, "gemma3": 6.0,
+                                                    "idefics3": 5.0})
+    assert [sorted({c.fixture for c in u}) for u in units] == [["gemma3", "idefics3"], ["llava"]]
+    assert sorted(c for u in units for c in u) == sorted(cells)
+    # as many versions as jobs: one worker per version, nothing split
+    two = expand_cells(["llava", "gemma3"], ["5.12.1", "5.17.0"], ["impl"], ["cache"])
+    assert sorted(len(u) for u in matrix.work_units(two, jobs=2, costs={})) == [2, 2]
+
+
+def test_each_job_gets_its_own_cpus(monkeypatch):
+    monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda _: {0, 1, 2, 3})
+    assert matrix.cpu_shares(2) == [(0, 1), (2, 3)]
+    assert matrix.cpu_shares(1) == [(0, 1, 2, 3)]
+    assert matrix.share_env((2, 3))["OMP_NUM_THREADS"] == "2"

@@ -32,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--checks", help="comma-separated checks (default: all)")
     run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
                      help="hypothesis profile (default: dev)")
-    run.add_argument("--jobs", type=int, default=1, help="versions run at once (default: 1)")
+    run.add_argument("--jobs", type=int, default=None,
+                     help="workers at once, each on its own share of the CPUs (default: the "
+                     "CPUs this process may use, at most 4, on --device cpu; 1 on cuda)")
     run.add_argument("--device", default="cpu", help="model checks' device: cpu or cuda")
     run.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
                      help="model checks' dtype; tolerances follow the GPU noise floor")

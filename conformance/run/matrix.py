@@ -9,6 +9,7 @@ start (an import error) gives every cell it held that verdict.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -104,7 +105,7 @@ def run_worker(cells: list[CellKey], env: dict[str, str], log, on_verdict,
 def run_version(version: str, cells: list[CellKey], log_dir: Path,
                 on_verdict: Callable[[Verdict], None], cell_timeout: float = 900.0,
                 on_start: Callable[[CellKey], None] | None = None,
-                extra_env: dict[str, str] | None = None) -> None:
+                extra_env: dict[str, str] | None = None, log_name: str | None = None) -> None:
     try:
         overlay = ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True))
     except Exception as error:  # the version cannot be installed: its cells say so
@@ -113,18 +114,77 @@ def run_version(version: str, cells: list[CellKey], log_dir: Path,
         return
     env = {**overlay.environ(), **(extra_env or {})}
     pending = list(cells)
-    with open(log_dir / f"worker-transformers-{version}.log", "a") as log:
+    with open(log_dir / (log_name or f"worker-transformers-{version}.log"), "a") as log:
         while pending:
             pending = run_worker(pending, env, log, on_verdict, cell_timeout, on_start)
+
+
+def cpu_shares(jobs: int) -> list[tuple[int, ...]]:
+    """The CPUs each of `jobs` workers runs on: disjoint shares of this process's CPUs. Two
+    workers that share every core slow each other down through torch's thread pools (measured:
+    `--jobs 2` ran slower than `--jobs 1` on 2 cores before the shares)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if jobs <= 1 or len(cpus) < jobs:
+        return [tuple(cpus)] * max(1, jobs)
+    size = len(cpus) // jobs
+    return [tuple(cpus[i * size:(i + 1) * size]) for i in range(jobs)]
+
+
+def share_env(cpus: tuple[int, ...]) -> dict[str, str]:
+    """A worker's environment for its share: pinned there (`worker.py`) and as many threads."""
+    threads = str(len(cpus))
+    return {"CONFORMANCE_CPUS": ",".join(map(str, cpus)), "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads}
+
+
+def fixture_costs() -> dict[str, float]:
+    """Seconds per fixture in the committed baseline (all its cells on one version): how the
+    runner balances a version's fixtures over workers. Missing: every fixture costs the same."""
+    from conformance.paths import REPORTS_DIR
+
+    try:
+        cells = json.loads((REPORTS_DIR / "baseline.json").read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    costs: dict[str, float] = defaultdict(float)
+    for cell in cells:
+        costs[cell["fixture"]] += float(cell.get("seconds") or 0.0)
+    return dict(costs)
+
+
+def work_units(cells: Iterable[CellKey], jobs: int,
+               costs: dict[str, float] | None = None) -> list[list[CellKey]]:
+    """The cells split into what one worker runs: one version each, and a version split by
+    whole fixtures (a worker loads each fixture once) into as many parts as it takes to keep
+    `jobs` workers busy, balanced by `costs`; the costliest unit first."""
+    costs = fixture_costs() if costs is None else costs
+    by_version: dict[str, list[CellKey]] = defaultdict(list)
+    for key in cells:
+        by_version[key.version].append(key)
+    if not by_version:
+        return []
+    parts = max(1, -(-max(1, jobs) // len(by_version)))  # ceil(jobs / versions)
+    mean = sum(costs.values()) / len(costs) if costs else 1.0
+    units: list[tuple[float, list[CellKey]]] = []
+    for version in sorted(by_version, key=parse_version):
+        version_cells = by_version[version]
+        fixtures = list(dict.fromkeys(c.fixture for c in version_cells))
+        loads = [0.0] * min(parts, len(fixtures))
+        owner: dict[str, int] = {}
+        for fixture in sorted(fixtures, key=lambda f: -costs.get(f, mean)):  # longest first
+            lightest = loads.index(min(loads))
+            owner[fixture] = lightest
+            loads[lightest] += costs.get(fixture, mean)
+        for part, load in enumerate(loads):
+            units.append((load, [c for c in version_cells if owner[c.fixture] == part]))
+    return [unit for _, unit in sorted(units, key=lambda u: -u[0])]
 
 
 def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Verdict], None],
               *, jobs: int = 1, cell_timeout: float = 900.0,
               on_start: Callable[[CellKey], None] | None = None) -> None:
-    """Every cell, each version in its own worker; `jobs` versions at a time."""
-    by_version: dict[str, list[CellKey]] = defaultdict(list)
-    for key in cells:
-        by_version[key.version].append(key)
+    """Every cell, in `jobs` workers at a time, each on its own share of the CPUs (one
+    version per worker; a version split by fixtures when there are fewer versions than jobs)."""
     lock = threading.Lock()
 
     def report(verdict: Verdict) -> None:
@@ -136,8 +196,33 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
             with lock:
                 on_start(key)
 
-    versions = sorted(by_version, key=parse_version)
+    units = work_units(cells, jobs)
+    for version in sorted({u[0].version for u in units}, key=parse_version):
+        try:  # installed once, before workers compete for it
+            ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True))
+        except Exception:
+            continue  # run_version gives its cells the error
+    shares: queue.Queue = queue.Queue()
+    for share in cpu_shares(jobs):
+        shares.put(share)
+    parts: dict[str, int] = defaultdict(int)
+    for unit in units:
+        parts[unit[0].version] += 1
+    seen: dict[str, int] = defaultdict(int)
+
+    def run_unit(unit: list[CellKey]) -> None:
+        version = unit[0].version
+        with lock:
+            seen[version] += 1
+            name = (f"worker-transformers-{version}.log" if parts[version] == 1
+                    else f"worker-transformers-{version}-part{seen[version]}.log")
+        share = shares.get()
+        try:
+            extra = share_env(share) if jobs > 1 else None
+            run_version(version, unit, log_dir, report, cell_timeout, started, extra, name)
+        finally:
+            shares.put(share)
+
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for future in [pool.submit(run_version, v, by_version[v], log_dir, report, cell_timeout,
-                                   started) for v in versions]:
+        for future in [pool.submit(run_unit, unit) for unit in units]:
             future.result()

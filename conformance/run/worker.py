@@ -53,7 +53,17 @@ def build_all(fixtures: set[str]) -> None:
             continue
 
 
+def pin_to_share() -> None:
+    """Run on the CPUs the matrix runner gave this worker (`CONFORMANCE_CPUS`), before torch
+    sizes its thread pools from them."""
+    import os
+
+    if cpus := os.environ.get("CONFORMANCE_CPUS"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
 def main(argv: list[str]) -> int:
+    pin_to_share()
     from conformance.results.verdict import CellKey
     from conformance.run.cell import run_cell
 

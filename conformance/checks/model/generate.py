@@ -30,10 +30,11 @@ class Decoded:
     logprobs: tuple[dict[int, float], ...]  # per step, the top logprobs (and the chosen one)
 
 
-def decode(engine: Any, prompt: str, modality: str, items: list) -> Decoded:
+def decode(engine: Any, prompt: str, modality: str, items: list,
+           tokens: int = GENERATE_TOKENS) -> Decoded:
     from vllm import SamplingParams
 
-    params = SamplingParams(temperature=0.0, max_tokens=GENERATE_TOKENS, logprobs=TOP_LOGPROBS)
+    params = SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=TOP_LOGPROBS)
     request = {"prompt": prompt, "multi_modal_data": mm_data(modality, items)}
     (result,) = engine.generate(request, params, use_tqdm=False)
     completion = result.outputs[0]
@@ -71,11 +72,14 @@ def logprobs_difference(native: Decoded, backend: Decoded) -> tuple[str | None, 
 
 
 def engine_decode(recipe: Recipe, path: str, impl: str, device: str, dtype: str,
-                  prompt: str, modality: str, items: list) -> Decoded:
+                  prompt: str, modality: str, items: list,
+                  tokens: int = GENERATE_TOKENS) -> Decoded:
+    """Greedy decoding on the process's engine for `impl` (one per implementation, shared by
+    every model check of the checkpoint: building engines is most of their time)."""
     engine = llm(recipe, path, impl, device, dtype)
     ensure_distributed()  # a collected engine may have torn it down
     try:
-        return decode(engine, prompt, modality, items)
+        return decode(engine, prompt, modality, items, tokens)
     except Exception:
         # an in-process engine that failed mid-step is not trusted again
         model_key = cache_key("model", path, impl, device, dtype)

@@ -6,36 +6,24 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks.contract import Check, MediaHook, Outcome, Proof
+from conformance.checks.model.generate import engine_decode
 from conformance.checks.processing import items_per_prompt
-from conformance.inputs.media import make_items, mm_data
+from conformance.inputs.media import make_items
 from conformance.subjects import vllm
 from fixtures.recipe import Recipe
 
 
-def greedy_step(path: str, impl: str, prompt: str, mm: dict, limits: dict[str, int]
-                ) -> tuple[int, dict[int, float]]:
-    """Load the checkpoint as a vLLM model with `impl` and decode one token greedily."""
-    from vllm import SamplingParams
-
-    llm = vllm.engine(path, impl, limits)
-    try:
-        params = SamplingParams(temperature=0.0, max_tokens=1, logprobs=5)
-        (result,) = llm.generate({"prompt": prompt, "multi_modal_data": mm}, params)
-        completion = result.outputs[0]
-        top = completion.logprobs[0] if completion.logprobs else {}
-        return completion.token_ids[0], {int(k): float(v.logprob) for k, v in top.items()}
-    finally:
-        del llm
-
-
 def run(recipe: Recipe, path: str, *, subject_media: MediaHook | None = None,
-        **_: Any) -> Outcome:
+        device: str = "cpu", dtype: str = "float32", **_: Any) -> Outcome:
     modality, count = recipe.modalities[0], items_per_prompt(recipe)
     prompt, items = recipe.render_prompt(modality, count), make_items(modality, count)
     picks = {}
     for impl in vllm.IMPLS:
         own = subject_media(items) if subject_media and impl == vllm.BACKEND else items
-        picks[impl] = greedy_step(path, impl, prompt, mm_data(modality, own), {modality: count})
+        # the engines `generate` decodes with (built once per checkpoint and implementation)
+        decoded = engine_decode(recipe, path, impl, device, dtype, prompt, modality, own,
+                                tokens=1)
+        picks[impl] = decoded.tokens[0], decoded.logprobs[0] if decoded.logprobs else {}
     (native_token, native_top), (backend_token, backend_top) = (picks[vllm.NATIVE],
                                                                 picks[vllm.BACKEND])
     data = {"native_token": native_token, "backend_token": backend_token}
