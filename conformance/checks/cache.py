@@ -15,7 +15,7 @@ from conformance.subjects.context import Context
 
 def run(ctx: Context, case: Case) -> Outcome:
     subject = ctx.subject
-    base = subject.process(case)
+    base = ctx.subject_output(case)
     if difference := output_difference(base, subject.process(case, as_tokens=True)):
         return Outcome(False, f"token prompt vs text prompt: {difference}")
     if hasattr(subject, "new_cache"):
@@ -31,7 +31,7 @@ def run(ctx: Context, case: Case) -> Outcome:
             return Outcome(False, "a second identical request did not hit the processor cache")
     modality = case.modality
     for index in range(len(case.media)):
-        alone = subject.process(case.single(index))
+        alone = ctx.subject_output(case.single(index))
         batch_hash = base.item_hashes.get(modality, ())[index:index + 1]
         alone_hash = alone.item_hashes.get(modality, ())[:1]
         if batch_hash != alone_hash:
@@ -42,7 +42,7 @@ def run(ctx: Context, case: Case) -> Outcome:
                                           f"{modality} item {index} alone vs in batch"):
             return Outcome(False, difference)
     if len(case.media) > 1:
-        flipped = subject.process(case.with_media(tuple(reversed(case.media))))
+        flipped = ctx.subject_output(case.with_media(tuple(reversed(case.media))))
         count = len(case.media)
         for index in range(count):
             mirror = count - 1 - index

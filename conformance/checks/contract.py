@@ -28,6 +28,19 @@ class Outcome:
     ok: bool
     evidence: str = ""  # the first difference, stated precisely; empty when ok
     measured: dict = field(default_factory=dict)
+    more: tuple[str, ...] = ()  # the other differences, of other sub-properties
+    exercised: frozenset[str] = frozenset()  # the check's sub-properties this case ran
+
+    @property
+    def differences(self) -> tuple[str, ...]:
+        """Every difference found, each judged on its own (a known one hides no other)."""
+        return ((self.evidence,) if not self.ok else ()) + self.more
+
+    @classmethod
+    def judged(cls, differences: list[str], exercised: set[str]) -> Outcome:
+        """The outcome of sub-properties each judged on its own."""
+        return cls(not differences, differences[0] if differences else "",
+                   more=tuple(differences[1:]), exercised=frozenset(exercised))
 
     @classmethod
     def of(cls, evidence: str | None, measured: dict | None = None) -> Outcome:
@@ -70,6 +83,8 @@ class Check:
     proof: Proof
     needs_native: bool = False  # compares with native vLLM only: n/a without a native model
     loads_model: bool = False  # loads models: runs on vLLM's window + 1 by default
+    # the sub-properties a suite cell (its context given) must have exercised to pass
+    claims: Callable[..., tuple[str, ...]] = lambda ctx: ()
 
     @property
     def exhaustive(self) -> bool:

@@ -16,7 +16,7 @@ from conformance.subjects.context import Context
 def run(ctx: Context, case: Case) -> Outcome:
     token = ctx.oracles["hf"].embed_token_id(case.modality)
     expected = ctx.oracle_output("hf", case).placeholders.get(case.modality, ())
-    processed = ctx.subject.process(case)
+    processed = ctx.subject_output(case)
     actual = processed.placeholders.get(case.modality, ())
     if len(expected) != len(actual):
         return Outcome(False, f"{len(actual)} {case.modality} items located, the processor "

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 from unittest import mock
 
-from conformance.checks.contract import PASS, Check, Outcome, Proof
+from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import prompt_difference
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
@@ -40,11 +40,12 @@ CLEAR_ERRORS = (ValueError, RuntimeError, NotImplementedError)
 
 
 def expect_error(ctx: Context, case: Case, what: str, needle: str = "",
-                 native_may_agree: bool = True) -> Outcome | None:
+                 native_may_agree: bool = True, patched: bool = False) -> Outcome | None:
     """None when processing `case` raises a clear error (mentioning `needle`), or when it
-    does not and native vLLM accepts the same input with the same output; else a failure."""
+    does not and native vLLM accepts the same input with the same output; else a failure.
+    `patched`: the subject runs under a patch, so its usual output must not be reused."""
     try:
-        out = ctx.subject.process(case)
+        out = ctx.subject.process(case) if patched else ctx.subject_output(case)
     except CLEAR_ERRORS as error:
         if needle and needle not in str(error):
             return Outcome(False, f"{what}: raised, but not the expected error: {error}")
@@ -71,38 +72,68 @@ def expect_error(ctx: Context, case: Case, what: str, needle: str = "",
     return None
 
 
-def cases_for(ctx: Context, case: Case) -> list[tuple[Case, str]]:
+TOO_MANY = "more placeholders than items"
+TOO_FEW = "fewer placeholders than items"
+ADJACENT = "adjacent audio placeholders on the Legacy path"
+NO_OFFSETS = "a processor without replacement offsets"
+VALID = "the valid case itself"
+
+
+def cases_for(ctx: Context, case: Case) -> list[tuple[Case, str, str]]:
+    """(unplaceable variant of `case`, its sub-property, what it is in words)."""
     n = case.num_placeholders
-    out = [(replace(case, segments=case.segments + ("",)),
+    out = [(replace(case, segments=case.segments + ("",)), TOO_MANY,
             f"{n + 1} placeholders for {len(case.media)} items")]
     if n >= 1 and case.media:
-        out.append((replace(case, segments=case.segments[:-1]),
+        out.append((replace(case, segments=case.segments[:-1]), TOO_FEW,
                     f"{n - 1} placeholders for {len(case.media)} items"))
     if case.modality == "audio" and ctx.strategy == "legacy" and len(case.media) >= 2:
         # The bare audio token, so that the runs it expands to touch
         token = getattr(ctx.subject.hf_processor(), "audio_token", None)
         adjacent = replace(case, segments=("",) * (len(case.media) + 1), placeholder=token)
-        out.append((adjacent, "adjacent audio placeholders on the Legacy path"))
+        out.append((adjacent, ADJACENT, ADJACENT))
     return out
 
 
+def claims(ctx: Context) -> tuple[str, ...]:
+    """What every `errors` cell must have run: the valid case, both count mismatches, and on
+    the Offsets path a processor without offsets (adjacent audio needs two audios: drawn)."""
+    base = (VALID, TOO_MANY, TOO_FEW)
+    offsets = ctx.strategy == "offsets" and hasattr(ctx.subject, "hf_processor")
+    return (*base, NO_OFFSETS) if offsets else base
+
+
 def run(ctx: Context, case: Case) -> Outcome:
-    for bad, what in cases_for(ctx, case):
+    """Each sub-case judged on its own: a known failure of one (a bare assert) hides nothing
+    of the others. The subject must process the valid case: failing on every input is no
+    clear error."""
+    differences: list[str] = []
+    exercised = {VALID}
+    try:
+        ctx.subject_output(case)
+    except CLEAR_ERRORS + (AssertionError,) as error:
+        differences.append(f"{VALID}: the subject cannot process it: "
+                           f"{type(error).__name__}: {error}")
+    for bad, sub, what in cases_for(ctx, case):
+        exercised.add(sub)
         if failure := expect_error(ctx, bad, what):
-            return failure
+            differences.append(failure.evidence)
     if ctx.strategy == "offsets" and case.media and hasattr(ctx.subject, "hf_processor"):
+        exercised.add(NO_OFFSETS)
         with without_offsets(ctx.subject.hf_processor()):
-            failure = expect_error(ctx, case, "a processor without replacement offsets",
-                                   "offsets", native_may_agree=False)
+            failure = expect_error(ctx, case, NO_OFFSETS, "offsets", native_may_agree=False,
+                                   patched=True)
         if failure:
-            return failure
-    return PASS
+            differences.append(failure.evidence)
+    return Outcome.judged(differences, exercised)
 
 
 CHECK = Check(
     id="errors",
-    statement="Unplaceable inputs raise the backend's clear error instead of misaligning.",
-    hint="a mismatched prompt is accepted silently or rejected by a bare assert",
-    level="case", run=run,
+    statement="Unplaceable inputs raise the backend's clear error instead of misaligning, and "
+              "valid ones are processed.",
+    hint="a mismatched prompt is accepted silently or rejected by a bare assert, or the "
+         "subject rejects valid input too",
+    level="case", run=run, claims=claims,
     proof=Proof("errors-swallowed", "llava", "accept"),  # "accepts it" / "accepted, but unlike"
 )

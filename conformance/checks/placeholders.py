@@ -10,7 +10,7 @@ from conformance.subjects.context import Context
 
 def run(ctx: Context, case: Case) -> Outcome:
     oracle = ctx.reference
-    expected, actual = ctx.oracle_output(oracle, case), ctx.subject.process(case)
+    expected, actual = ctx.oracle_output(oracle, case), ctx.subject_output(case)
     difference = prompt_difference(expected, actual, (oracle, ctx.subject.name))
     return Outcome(False, f"vs {oracle}: {difference}") if difference else PASS
 

@@ -9,7 +9,7 @@ from conformance.subjects.context import Context
 
 
 def run(ctx: Context, case: Case) -> Outcome:
-    actual = ctx.subject.process(case)
+    actual = ctx.subject_output(case)
     for name in ("vllm-native", "hf"):
         if name in ctx.oracles:
             difference = ids_difference(ctx.oracle_output(name, case).prompt_ids,

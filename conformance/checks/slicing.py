@@ -9,12 +9,12 @@ from conformance.subjects.context import Context
 
 
 def run(ctx: Context, case: Case) -> Outcome:
-    batch = ctx.subject.process(case).item_fields.get(case.modality, [])
+    batch = ctx.subject_output(case).item_fields.get(case.modality, [])
     if len(batch) != len(case.media):
         return Outcome(False, f"{len(batch)} {case.modality} field slices for "
                               f"{len(case.media)} items")
     for index in range(len(case.media)):
-        alone = ctx.subject.process(case.single(index)).item_fields.get(case.modality, [{}])[0]
+        alone = ctx.subject_output(case.single(index)).item_fields.get(case.modality, [{}])[0]
         if difference := value_difference(alone, batch[index],
                                           f"{case.modality} item {index} (alone vs batch)"):
             return Outcome(False, difference)

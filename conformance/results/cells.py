@@ -7,10 +7,11 @@ from collections import Counter, defaultdict
 from conformance.results.verdict import STATUSES, Verdict
 from impl.version import parse_version
 
-SYMBOLS = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X!", "error": "E", "crash": "C",
-           "timeout": "T", "n/a": "–"}
+SYMBOLS = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X!", "inconclusive": "?",
+           "error": "E", "crash": "C", "timeout": "T", "n/a": "–"}
 # the status a group of cells is coloured by: the worst one among them
-WORST_FIRST = ("crash", "timeout", "error", "fail", "xpass", "xfail", "pass", "n/a")
+WORST_FIRST = ("crash", "timeout", "error", "fail", "xpass", "inconclusive", "xfail", "pass",
+               "n/a")
 
 
 def legend() -> str:

@@ -36,7 +36,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 th{background:#f3f3f3;cursor:pointer;user-select:none}th.nosort{cursor:default}
 table.summary th{text-align:left;cursor:default;font-weight:normal;color:#555}
 .pass{background:#e6f5e6}.xfail{background:#fff6d6}.n\\/a{color:#888}
-.fail,.xpass,.error,.crash,.timeout{background:#fde2e2}
+.fail,.xpass,.inconclusive,.error,.crash,.timeout{background:#fde2e2}
 .counts span{padding:2px 6px;margin-right:.4em;border-radius:3px}
 table.checks td{text-align:center;white-space:nowrap}table.checks td span{padding:0 2px}
 table.checks td:first-child{text-align:left}

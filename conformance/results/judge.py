@@ -18,6 +18,7 @@ class Failure:
     evidence: str
     options: tuple[tuple[str, object], ...] = ()  # the processor options of the failing case
     error: bool = False  # the cell could not run (set-up, crash of the harness): `error`
+    inconclusive: bool = False  # too little was compared to stand for a pass: `inconclusive`
     extra: tuple[tuple[str, object], ...] = ()  # kept in the verdict's data if it is chosen
 
 
@@ -27,15 +28,21 @@ def _options_text(options: tuple[tuple[str, object], ...]) -> str:
     return " (with " + ", ".join(f"{k}={v!r}" for k, v in options) + ")"
 
 
+def known(key: CellKey, failure: Failure) -> expectations.Finding | None:
+    """The finding that explains `failure` in this cell (None: a new failure)."""
+    return expectations.explain(key.fixture, key.check, key.version, key.subject,
+                                failure.evidence, tuple(name for name, _ in failure.options))
+
+
 def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: float = 0.0,
           data: dict | None = None) -> Verdict:
-    """`exhaustive`: the cell ran every input it claims (a checkpoint-level check), so a known
-    finding that applies but did not show is stale (xpass); a suite's random search is not."""
+    """`exhaustive`: the cell ran enough to speak for its inputs (a checkpoint-level check's
+    fixed inputs; a suite that compared at least its floor of cases), so a known finding that
+    applies but did not show is stale (xpass)."""
     data = dict(data or {})
 
     def explained(failure: Failure) -> expectations.Finding | None:
-        return expectations.explain(key.fixture, key.check, key.version, key.subject,
-                                    failure.evidence, tuple(name for name, _ in failure.options))
+        return known(key, failure)
 
     if not failures:
         stale = expectations.applicable(key.fixture, key.check, key.version, key.subject)
@@ -46,12 +53,18 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
     unknown = [f for f in failures if explained(f) is None]
     chosen = (unknown or failures)[0]
     data.update(chosen.extra)
+    if len(failures) > 1:  # every distinct difference, known or not, stays on record
+        data["differences"] = [f.evidence[:300] for f in failures]
     more = f" (+{len(failures) - 1} other distinct failure(s))" if len(failures) > 1 else ""
     if unknown:
-        status = "error" if chosen.error else "fail"
+        status = ("error" if chosen.error else
+                  "inconclusive" if chosen.inconclusive else "fail")
         return Verdict.of(key, status, chosen.evidence + _options_text(chosen.options) + more,
                           seconds, data)
-    finding = explained(chosen)
+    findings = [explained(f) for f in failures]
+    finding = findings[0]
     assert finding is not None
+    if len({f.id for f in findings if f}) > 1:
+        data["findings"] = sorted({f.id for f in findings if f})
     detail = f"{finding.reason} [observed: {chosen.evidence}]" + _options_text(chosen.options)
     return Verdict.of(key, "xfail", detail + more, seconds, data, finding.id)

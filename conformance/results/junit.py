@@ -16,14 +16,14 @@ def junit(verdicts: list[Verdict]) -> str:
         counts = Counter(v.status for v in cells)
         suite = ElementTree.SubElement(
             suites, "testsuite", name=f"transformers-{version}", tests=str(len(cells)),
-            failures=str(counts["fail"] + counts["xpass"]),
+            failures=str(counts["fail"] + counts["xpass"] + counts["inconclusive"]),
             errors=str(counts["error"] + counts["crash"] + counts["timeout"]),
             skipped=str(counts["xfail"] + counts["n/a"]),
             time=f"{sum(v.seconds for v in cells):.2f}")
         for v in cells:
             case = ElementTree.SubElement(suite, "testcase", classname=f"{v.fixture}.{v.subject}",
                                           name=f"{v.check}[{version}]", time=f"{v.seconds:.2f}")
-            if v.status in ("fail", "xpass"):
+            if v.status in ("fail", "xpass", "inconclusive"):
                 ElementTree.SubElement(case, "failure", message=v.detail[:300]).text = v.detail
             elif v.status in ("error", "crash", "timeout"):
                 ElementTree.SubElement(case, "error", message=f"{v.status}: {v.detail[:300]}",

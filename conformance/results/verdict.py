@@ -6,8 +6,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
-STATUSES = ("pass", "fail", "xfail", "xpass", "error", "crash", "timeout", "n/a")
-BAD = frozenset({"fail", "xpass", "error", "crash", "timeout"})
+STATUSES = ("pass", "fail", "xfail", "xpass", "inconclusive", "error", "crash", "timeout", "n/a")
+# `inconclusive`: a suite cell that compared fewer cases than its floor (or never exercised a
+# sub-property it claims) and no finding explains why: not a pass
+BAD = frozenset({"fail", "xpass", "inconclusive", "error", "crash", "timeout"})
 
 
 @dataclass

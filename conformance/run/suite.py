@@ -6,17 +6,21 @@ the judge (`results/judge.py`) makes it `xfail` only where a known finding names
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
+from collections import Counter
+from dataclasses import dataclass, field
 
 from hypothesis import given, reject, seed, settings
 from hypothesis.errors import Unsatisfiable
 
 from conformance.checks import get_check
+from conformance.checks.contract import Outcome
 from conformance.inputs.cases import Case
 from conformance.inputs.strategies import cases
 from conformance.paths import REPORTS_DIR
-from conformance.results.judge import Failure, judge
+from conformance.results.judge import Failure, judge, known
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.isolation import processor_defaults_restored
 from conformance.subjects.context import OracleFailed, make_context
@@ -32,7 +36,77 @@ SEARCH_SEED = int(
 
 
 class CheckFailed(AssertionError):
-    pass
+    signature = ""
+
+
+_FAILURE_TYPES: dict[str, type[CheckFailed]] = {}
+
+
+def failure_type(signature: str) -> type[CheckFailed]:
+    """One exception class per signature: hypothesis tells failures apart by their type and
+    place, so each kind of difference is searched for and shrunk on its own."""
+    if signature not in _FAILURE_TYPES:
+        _FAILURE_TYPES[signature] = type("CheckFailed", (CheckFailed,), {"signature": signature})
+    return _FAILURE_TYPES[signature]
+
+
+def signature(check: str, evidence: str) -> str:
+    """A difference's kind: the check and the evidence's wording without its values (numbers,
+    hashes, quoted and bracketed values), up to its third clause. Stable while a case shrinks,
+    distinct between sub-properties and kinds of difference."""
+    text = re.sub(r"\[[^\]]*\]|\([^)]*\)|'[^']*'|\"[^\"]*\"", "…", evidence)
+    text = re.sub(r"\b[0-9a-f]{16,}\b", "…", text)
+    text = re.sub(r"\d+", "#", text)
+    return f"{check}: " + ":".join(text.split(":")[:3]).strip()[:120]
+
+
+@dataclass
+class Search:
+    """What one suite cell's search did, kept in its verdict: a pass must show it compared
+    enough cases and exercised every sub-property its check claims."""
+
+    generated: int = 0
+    compared: int = 0
+    compared_by_pass: Counter = field(default_factory=Counter)  # "default", "drawn"
+    options_by_pass: dict[str, set] = field(default_factory=dict)  # the options drawn
+    current: str = "default"
+    unprocessable: Counter = field(default_factory=Counter)  # the oracles' reasons
+    exercised: set[str] = field(default_factory=set)
+    known: dict[str, tuple[str, Case, tuple]] = field(default_factory=dict)  # sig -> evidence
+    unknown: dict[str, tuple[str, Case]] = field(default_factory=dict)  # sig -> latest evidence
+
+    def as_data(self, floor: int, claims: tuple[str, ...]) -> dict:
+        data: dict = {"examples": self.generated, "compared": self.compared,
+                      "compared_by_pass": dict(self.compared_by_pass), "compared_floor": floor,
+                      "oracle_failures": sum(self.unprocessable.values())}
+        if self.unprocessable:
+            data["oracle_reasons"] = dict(self.unprocessable.most_common(5))
+            data["oracle_note"] = self.unprocessable.most_common(1)[0][0]
+        if claims:
+            data["exercised"] = sorted(self.exercised & set(claims))
+        return data
+
+    def shortfall(self, floor: int, claims: tuple[str, ...]) -> str | None:
+        """Why this search cannot stand for a pass, or None."""
+        missing = sorted(set(claims) - self.exercised)
+        short = {name: n for name, n in self.compared_by_pass.items() if n < floor}
+        if short:  # each search (default options, option sets) must compare its floor
+            name, count = min(short.items(), key=lambda item: item[1])
+            why = f"inconclusive: {count} cases compared with the {name} options " \
+                  f"(floor {floor}; {self.generated} generated in all)"
+            if self.unprocessable:
+                reason, count = self.unprocessable.most_common(1)[0]
+                why += f"; the oracle could not process {sum(self.unprocessable.values())}, " \
+                       f"{count} of them: {reason}"
+            return why
+        if missing:
+            return f"inconclusive: sub-properties never exercised: {', '.join(missing)}"
+        return None
+
+
+def oracle_reason(error: BaseException) -> str:
+    """An oracle failure without its case, so equal causes count together."""
+    return str(error).split(" on ", 1)[0][:200]
 
 
 def exception_text(error: BaseException) -> str:
@@ -47,9 +121,11 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
     key = CellKey(fixture, transformers.__version__, subject, check)
     started = time.monotonic()
     declared = get_check(check)
+    floor = compared_floor(max_examples)
 
-    def verdict(failures: list[Failure], data: dict | None = None) -> Verdict:
-        return judge(key, failures, exhaustive=declared.exhaustive,
+    def verdict(failures: list[Failure], data: dict | None = None,
+                exhaustive: bool = False) -> Verdict:
+        return judge(key, failures, exhaustive=exhaustive,
                      seconds=time.monotonic() - started, data=data)
 
     try:  # setting up is not the check: its failure is an error, not a finding
@@ -58,65 +134,93 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             _ = party.processor
     except Exception as error:
         return verdict([Failure(f"setup: {exception_text(error)}", error=True)])
-    failures: dict[str, Case] = {}  # evidence -> the latest (finally: minimal) case
-    count = [0]
-    oracle_failures: list[str] = []
+    found = Search()
+    claims = declared.claims(ctx)
 
     def attempt(case: Case) -> None:
-        count[0] += 1
+        found.generated += 1
+        found.options_by_pass.setdefault(found.current, set()).update(case.processor_kwargs)
+        cause: Exception | None = None
         try:
             with processor_defaults_restored():
                 outcome = declared.run(ctx, case)
         except OracleFailed as error:
-            oracle_failures.append(f"{error} on {case.describe()}")
+            found.unprocessable[oracle_reason(error)] += 1
             reject()
         except Exception as error:  # the subject crashed on this case
-            evidence = "raised " + exception_text(error)
-            failures[evidence] = case
-            raise CheckFailed(evidence) from error
-        if not outcome.ok:
-            failures[outcome.evidence] = case
-            raise CheckFailed(outcome.evidence)
+            outcome, cause = Outcome(False, "raised " + exception_text(error)), error
+        found.compared += 1
+        found.compared_by_pass[found.current] += 1
+        found.exercised |= set(outcome.exercised)
+        raised = None
+        for evidence in outcome.differences:
+            sig = signature(check, evidence)
+            if known(key, Failure(evidence, case.processor_kwargs)):
+                # a known finding is recorded, not raised: the search goes on for new ones
+                found.known.setdefault(sig, (evidence, case, case.processor_kwargs))
+            elif raised is None:
+                found.unknown[sig] = (evidence, case)
+                raised = failure_type(sig)(evidence)
+        if raised is not None:
+            raise raised from cause
 
     overrides = {} if max_examples is None else {"max_examples": max_examples}
-    found: list[str] = []
-    # The architecture's default options first, so a finding behind one of its options (drawn
-    # in the second pass) never hides a regression on the path most deployments take.
+    # The architecture's default options first, then its option sets (both always: a finding
+    # behind one option never hides a regression on the path most deployments take, nor the
+    # other way round).
     passes = [False, True] if ctx.recipe.processor_options else [False]
+    raised: list[CheckFailed] = []
     try:
         for with_options in passes:
-            found = search(settings(**overrides)(seed(SEARCH_SEED)(
+            found.current = "drawn" if with_options else "default"
+            found.compared_by_pass[found.current] += 0
+            raised += search(settings(**overrides)(seed(SEARCH_SEED)(
                 given(cases(ctx.recipe, with_options=with_options))(attempt))))
-            if found:
-                break
     except Unsatisfiable:
         why = "every generated case was discarded: " + (
-            oracle_failures[0] if oracle_failures else "no valid case")
-        return verdict([Failure(why, error=True)],
-                       {"examples": count[0], "oracle_failures": len(oracle_failures)})
-    data: dict = {"examples": count[0], "oracle_failures": len(oracle_failures)}
-    if oracle_failures:
-        data["oracle_note"] = oracle_failures[0]
-    observed = []
-    for evidence in found:
-        case = failures[evidence]
-        extra: tuple[tuple[str, object], ...] = (("case", case.to_json()),)
-        if repro_dir is not None:  # None: the caller writes its own (`check`: standalone ones)
-            reproducer = write_reproducer(check, subject, fault, case, key.version, evidence,
-                                          repro_dir)
-            extra = (("reproducer", str(reproducer)), *extra)
-        observed.append(Failure(evidence, case.processor_kwargs, extra=extra))
-    return verdict(observed, data)
+            found.unprocessable.most_common(1)[0][0] if found.unprocessable else "no valid case")
+        return verdict([Failure(why, error=True)], found.as_data(floor, claims))
+    data = found.as_data(floor, claims)
+    observed: list[Failure] = []
+    for error in raised:  # each new kind of difference, shrunk on its own
+        evidence, case = found.unknown[error.signature]
+        observed.append(failure_with_case(key, check, subject, fault, case, str(error),
+                                          repro_dir))
+    for evidence, case, _ in found.known.values():
+        observed.append(failure_with_case(key, check, subject, fault, case, evidence,
+                                          repro_dir))
+    if not observed and (shortfall := found.shortfall(floor, claims)):
+        # the options of the search that fell short: a finding behind them may explain it
+        short = min(found.compared_by_pass, key=found.compared_by_pass.__getitem__)
+        options = tuple(sorted(found.options_by_pass.get(short, ()), key=str))
+        return verdict([Failure(shortfall, options, inconclusive=True)], data)
+    return verdict(observed, data, exhaustive=True)
 
 
-def search(test) -> list[str]:
-    """Run one hypothesis search; the evidence of each distinct (shrunk) failure."""
+def failure_with_case(key: CellKey, check: str, subject: str, fault: str | None, case: Case,
+                      evidence: str, repro_dir) -> Failure:
+    extra: tuple[tuple[str, object], ...] = (("case", case.to_json()),)
+    if repro_dir is not None:  # None: the caller writes its own (`check`: standalone ones)
+        reproducer = write_reproducer(check, subject, fault, case, key.version, evidence,
+                                      repro_dir)
+        extra = (("reproducer", str(reproducer)), *extra)
+    return Failure(evidence, case.processor_kwargs, extra=extra)
+
+
+def compared_floor(max_examples: int | None = None) -> int:
+    """The cases a suite cell must compare to pass: half of what the profile asks for."""
+    wanted = settings().max_examples if max_examples is None else max_examples
+    return max(1, wanted // 2)
+
+
+def search(test) -> list[CheckFailed]:
+    """Run one hypothesis search; each distinct (shrunk) new failure."""
     try:
         test()
     except CheckFailed as error:
-        return [str(error)]
+        return [error]
     except ExceptionGroup as group:  # several distinct failures, each shrunk
-        found = [str(e) for e in group.exceptions if isinstance(e, CheckFailed)]
+        found = [e for e in group.exceptions if isinstance(e, CheckFailed)]
         if len(found) != len(group.exceptions):
             raise
         return found

@@ -29,6 +29,27 @@ class Context:
     oracles: dict[str, Any]  # "vllm-native" (absent without a native model) and "hf"
     _memo: dict = field(default_factory=dict)
 
+    def subject_output(self, case: Any) -> ProcessedPrompt:
+        """The subject's output for `case`, computed once per worker and checkpoint: the
+        checks' searches draw the same cases (one seed), and a subject's processing is a
+        function of the case (the `cache` check proves it; the processor's class defaults are
+        restored between cases). Recomputed whenever a fault is planted. A failure is
+        remembered and raised again."""
+        from conformance.subjects.faults import PLANTED
+
+        if PLANTED or getattr(self.subject, "fault", None):
+            return self.subject.process(case)
+        key = ("subject", self.subject.name, case)
+        if key not in self._memo:
+            try:
+                self._memo[key] = self.subject.process(case)
+            except Exception as error:
+                self._memo[key] = error
+        found = self._memo[key]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
     def oracle_output(self, name: str, case: Any) -> ProcessedPrompt:
         key = (name, case)
         if key not in self._memo:
@@ -93,6 +114,8 @@ def make_context(fixture: str, subject: str, fault: str | None = None, *,
 
         recipe = get_recipe(fixture)
     path = path or fixture_path(fixture)
+    for other in [k for k in _MEMOS if k != (path, recipe.name)]:
+        del _MEMOS[other]  # a worker runs a fixture's cells together: keep one's outputs
     memo = _MEMOS.setdefault((path, recipe.name), {})
     return Context(fixture, path, recipe, subject_for(path, recipe, subject, fault),
                    oracles_for(path, recipe), memo)

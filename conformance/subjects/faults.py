@@ -214,6 +214,9 @@ def active(spec: str | None) -> str | None:
     return name
 
 
+PLANTED: list[str] = []  # the faults planted now (outputs computed meanwhile are not kept)
+
+
 @contextlib.contextmanager
 def planted(spec: str | None) -> Iterator[None]:
     name = active(spec)
@@ -225,4 +228,8 @@ def planted(spec: str | None) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for patch in FAULTS[name]():
             stack.enter_context(patch)
-        yield
+        PLANTED.append(name)
+        try:
+            yield
+        finally:
+            PLANTED.pop()

@@ -1,0 +1,83 @@
+"""What a suite cell's verdict means: a known finding hides nothing new, a stale one shows as
+`xpass`, and a search that compared too little is `inconclusive`, never a pass."""
+
+import dataclasses
+
+import pytest
+import transformers
+
+from conformance import expectations
+from conformance.run.suite import run_suite, signature
+from impl.version import placeholder_strategy
+
+pytestmark = pytest.mark.vllm
+OFFSETS = placeholder_strategy(transformers.__version__) == "offsets"
+
+
+@pytest.mark.skipif(not OFFSETS, reason="on the Legacy path gemma3's range finding reads "
+                    "'ranges differ', the same words as the planted fault's")
+def test_a_second_failure_in_a_cell_with_a_known_finding_fails_the_cell(tmp_path):
+    # gemma3 placeholders is xfail for its newline finding ("prompt ids differ"); planting an
+    # offset shift adds a second kind of difference the finding does not explain
+    clean = run_suite("gemma3", "impl", "placeholders", repro_dir=tmp_path)
+    assert clean.status == "xfail", clean.detail
+    planted = run_suite("gemma3", "impl", "placeholders", fault="offset-shift",
+                        repro_dir=tmp_path)
+    assert planted.status == "fail", planted.detail
+    assert "ranges differ" in planted.detail
+    assert any("prompt ids differ" in d for d in planted.data["differences"])
+
+
+def test_a_finding_that_no_longer_shows_is_xpass(monkeypatch, tmp_path):
+    stale = expectations.Finding(
+        id="llava-stale", title="planted", reason="a finding llava does not show",
+        fixtures=("llava",), evidence={"prompt-ids": ("prompt ids differ",)})
+    findings = expectations.load()
+    monkeypatch.setattr(expectations, "load", lambda path=None: (*findings, stale))
+    verdict = run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    assert verdict.status == "xpass", verdict.detail
+    assert verdict.finding == "llava-stale"
+    assert verdict.data["compared"] >= verdict.data["compared_floor"]
+
+
+def test_too_few_compared_cases_is_inconclusive_not_a_pass(monkeypatch, tmp_path):
+    from conformance.subjects import context
+
+    original = context.make_context
+
+    def picky_oracle(*args, **kwargs):
+        ctx = original(*args, **kwargs)
+        native = ctx.oracles["vllm-native"]
+
+        class Refusing:  # an oracle that processes the first case it is given, then no more
+            def __init__(self):
+                self.calls = 0
+
+            def __getattr__(self, name):
+                return getattr(native, name)
+
+            def process(self, case, **kw):
+                self.calls += 1
+                if self.calls > 1:
+                    raise ValueError("refuses this case")
+                return native.process(case, **kw)
+
+        return dataclasses.replace(ctx, oracles={**ctx.oracles, "vllm-native": Refusing()},
+                                   _memo={})
+
+    monkeypatch.setattr("conformance.run.suite.make_context", picky_oracle)
+    verdict = run_suite("llava", "impl", "placeholders", repro_dir=tmp_path)
+    assert verdict.status == "inconclusive", verdict.detail
+    assert "refuses this case" in verdict.detail
+    assert verdict.data["compared"] < verdict.data["compared_floor"]
+    assert verdict.data["oracle_failures"] > 0
+
+
+def test_signatures_tell_kinds_of_difference_apart_but_not_values():
+    a = signature("cache", "image item 0: hash ('ab12',) in the batch but ('cd34',) alone")
+    b = signature("cache", "image item 2: hash ('ff00',) in the batch but ('0a0b',) alone")
+    c = signature("cache", "image item 0 alone vs in batch.pixel_values: shape [1, 2] vs [1, 3]")
+    assert a == b != c
+    assert signature("errors", "3 placeholders for 2 items: a bare assertion instead of a "
+                     "clear error: AssertionError('x')") != signature(
+        "errors", "3 placeholders for 2 items: no error; 2 items were placed as {}")
