@@ -29,6 +29,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                                ("subject", subjects, DEFAULT_SUBJECTS)):
         if unknown := sorted(set(given) - set(known)):
             return fail(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    try:  # every worker reads them: a malformed entry is the user's to fix, before any cell
+        from conformance import expectations
+
+        expectations.load()
+    except (ValueError, KeyError, OSError) as error:
+        return fail(f"conformance/expectations/findings.toml: {error}")
     os.environ["CONFORMANCE_HYPOTHESIS_PROFILE"] = args.profile
     os.environ["CONFORMANCE_DEVICE"], os.environ["CONFORMANCE_DTYPE"] = args.device, args.dtype
     if args.jobs is None:

@@ -1,8 +1,8 @@
 """Known findings, read from `findings.toml` (data a reviewer reads, never code in the tests).
 
 `explain` answers "which finding explains this failure?" for one cell; `applicable` "which
-finding applies to this cell at all?" (a checkpoint-level cell it applies to that passes is a
-stale finding: `xpass`). `document.findings_markdown` renders the generated docs/findings.md.
+finding applies to this cell at all?" (a cell it applies to that passes, having run enough to
+speak for its inputs, shows a stale finding: `xpass`). `document.findings_markdown` renders the generated docs/findings.md.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class Finding:
     versions: str = ""  # ">=5.15,<5.17"; "": every version
     subjects: tuple[str, ...] = ()  # empty: any
     options: tuple[str, ...] = ()  # processor options the failing case must set
+    whole_cell: str = ""  # why every check of the cell is meaningless (allows "*" unbounded)
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -59,16 +60,23 @@ class Finding:
 
 def parse(raw: dict) -> Finding:
     unknown = set(raw) - {"id", "title", "reason", "fixtures", "evidence", "versions",
-                          "subjects", "options"}
+                          "subjects", "options", "whole_cell"}
     if unknown:
         raise ValueError(f"finding {raw.get('id')!r}: unknown keys {sorted(unknown)}")
-    bounds(raw.get("versions", ""))  # a malformed specifier fails at load, not at match
+    _, upper = bounds(raw.get("versions", ""))  # a malformed specifier fails at load
+    if (ANY in raw["fixtures"] or ANY in raw["evidence"]) and not upper and \
+            not raw.get("whole_cell"):
+        # such an entry would explain any new failure of its cells on every future version
+        raise ValueError(f"finding {raw['id']!r}: a '*' fixture or check needs an upper "
+                         "transformers bound (the newest version it was measured on) or "
+                         "`whole_cell`, why every check of the cell is meaningless")
     return Finding(
         id=raw["id"], title=raw["title"], reason=" ".join(raw["reason"].split()),
         fixtures=tuple(raw["fixtures"]),
         evidence={check: tuple(texts) for check, texts in raw["evidence"].items()},
         versions=raw.get("versions", ""), subjects=tuple(raw.get("subjects", ())),
         options=tuple(raw.get("options", ())),
+        whole_cell=" ".join(raw.get("whole_cell", "").split()),
     )
 
 

@@ -18,8 +18,10 @@ INTRO = """\
 Disagreements found between vLLM's Transformers backend (or `impl`, which reproduces it) and
 native vLLM / the HF processor. Each is recorded once in `conformance/expectations/findings.toml`
 with the evidence a failure must show to count as this finding: such a cell is `xfail` and names
-the finding, a checkpoint-level cell it applies to that passes is `xpass` (the finding is stale),
-and any other failure of the same cell stays a `fail`. Comparisons are never loosened."""
+the finding, a cell it applies to that passes (a suite cell having compared at least its floor of
+cases) is `xpass` (the finding is stale), and any other difference in the same cell makes it a
+`fail`. A finding for every fixture or check (`*`) has an upper transformers bound or says why
+the whole cell is meaningless. Comparisons are never loosened."""
 
 
 def _code(text: str) -> str:
@@ -57,6 +59,8 @@ def _section(finding: Finding) -> list[str]:
              f"- subjects: {_names(finding.subjects)}",
              f"- processor options: {_options(finding)}", "",
              _wrapped(inline_markdown(finding.reason)), "",
+             *([_wrapped(inline_markdown("Whole cell: " + finding.whole_cell)), ""]
+               if finding.whole_cell else []),
              "Evidence (the failure observed must contain one of these):", ""]
     for check, texts in finding.evidence.items():
         where = "any check" if check == ANY else f"`{check}`"
