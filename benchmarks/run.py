@@ -1,11 +1,14 @@
 """Benchmarks of the harness, each a ratio measured in one run; writes reports/bench.json.
 
-    .venv/bin/python benchmarks/run.py [--only overhead,throughput,switch,vllm-approach,cold-start]
+    .venv/bin/python benchmarks/run.py [--only NAME,...] [--from-run DIR]
 
 - overhead: for one fixture and the same generated cases, the time of the processing checks
   divided by the time of the raw HF processor calls those checks make (target <= 1.2);
-- throughput: matrix cells per minute with 1 and 2 workers, and the default matrix's
-  processing cells extrapolated (target: <= 15 minutes);
+- column: one default version column with 1 and 2 workers: wall time (target <= 4 min with the
+  default jobs) and speed-up (target >= 1.7x), verdicts equal in every cell;
+- matrix (on request): the full default matrix through the main job, or `--from-run DIR`
+  (target <= 20 min);
+- tests (on request): the README's test command (target <= 15 min);
 - switch: switching transformers versions (a fresh overlay) against building a new
   environment with that version (target: ratio <= 0.1 and <= 20 s);
 - vllm-approach: cached-vs-uncached comparisons done as vLLM's test_common.py does them
@@ -121,32 +124,62 @@ def bench_overhead(fixture: str = "qwen2_5_vl", examples: int = 20) -> dict:
             "ratio": round(total / spent[0], 3), "target": 1.2}
 
 
-def bench_throughput(fixtures: str = "llava,qwen2_5_vl,idefics3", versions: str = "5.12.1,5.17.0"
-                     ) -> dict:
-    """Cells per minute with 1 and 2 workers on the processing checks."""
-    from conformance.checks import check_ids
-    from conformance.run.versions import DEFAULT_VERSIONS
-    from fixtures.registry import RECIPE_MODULES
+def _run_matrix(args: list[str], folder: str) -> tuple[float, list[dict]]:
+    """`conformance run ARGS` into `folder`: its wall seconds and cells."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "conformance", "run", *args, "--output", folder],
+                   capture_output=True, cwd=ROOT)
+    seconds = time.perf_counter() - started
+    return seconds, json.loads((Path(folder) / "results.json").read_text())["cells"]
 
-    out = {}
-    case_checks = check_ids("case")
-    checks = ",".join(("processing", *case_checks))
+
+def _statuses(cells: list[dict]) -> dict[tuple, str]:
+    return {(c["fixture"], c["version"], c["subject"], c["check"]): c["status"] for c in cells}
+
+
+def bench_column(version: str = "5.17.0") -> dict:
+    """One default version column (every fixture and check), with 1 worker and with 2 (each
+    on its own core): the column's wall time, the speed-up, and that both gave the same
+    verdict in every cell. Targets: <= 4 min with the default jobs, 2 jobs >= 1.7x."""
+    out: dict = {"version": version, "target_minutes": 4, "target_speedup": 1.7}
+    verdicts = {}
     for jobs in (1, 2):
         with tempfile.TemporaryDirectory() as folder:
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "conformance", "run", "--fixtures", fixtures,
-                            "--versions", versions, "--checks", checks, "--jobs", str(jobs),
-                            "--output", folder], capture_output=True, cwd=ROOT)
-            seconds = time.perf_counter() - started
-            cells = len(json.loads((Path(folder) / "results.json").read_text())["cells"])
-        out[f"jobs_{jobs}"] = {"cells": cells, "seconds": round(seconds, 1),
-                               "cells_per_minute": round(60 * cells / seconds, 1)}
-    default_cells = len(RECIPE_MODULES) * len(DEFAULT_VERSIONS) * (1 + 2 * len(case_checks))
-    best = max(v["cells_per_minute"] for v in out.values())
-    out["default_matrix_processing_cells"] = default_cells
-    out["default_matrix_minutes_estimate"] = round(default_cells / best, 1)
-    out["target_minutes"] = 15
+            seconds, cells = _run_matrix(["--versions", version, "--jobs", str(jobs)], folder)
+        verdicts[jobs] = _statuses(cells)
+        out[f"jobs_{jobs}"] = {"cells": len(cells), "seconds": round(seconds, 1)}
+    out["speedup"] = round(out["jobs_1"]["seconds"] / out["jobs_2"]["seconds"], 2)
+    out["same_verdicts"] = verdicts[1] == verdicts[2]
     return out
+
+
+def bench_matrix(from_run: str | None = None) -> dict:
+    """The full default matrix through the main job (default jobs), or a finished run of it
+    (`--from-run DIR`, e.g. the README's main-job command on a fresh clone): wall minutes."""
+    if from_run:
+        results = json.loads((Path(from_run) / "results.json").read_text())
+        seconds, cells = results["meta"]["seconds"], results["cells"]
+        source = "a finished `conformance run` (its meta.seconds)"
+    else:
+        with tempfile.TemporaryDirectory() as folder:
+            seconds, cells = _run_matrix([], folder)
+        source = "conformance run (default matrix, default jobs)"
+    counts: dict[str, int] = {}
+    for cell in cells:
+        counts[cell["status"]] = counts.get(cell["status"], 0) + 1
+    return {"cells": len(cells), "minutes": round(seconds / 60, 1), "statuses": counts,
+            "source": source, "target_minutes": 20}
+
+
+def bench_tests() -> dict:
+    """The README's test command, timed (environment already built)."""
+    started = time.perf_counter()
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "bootstrap.py"), "test"],
+                         capture_output=True, text=True, cwd=ROOT)
+    seconds = time.perf_counter() - started
+    summary = [ln for ln in run.stdout.splitlines() if " passed" in ln or "exit codes" in ln]
+    return {"minutes": round(seconds / 60, 1), "exit_code": run.returncode,
+            "summary": summary[-3:], "target_minutes": 15}
 
 
 def bench_switch(version: str = "5.14.1") -> dict:
@@ -240,7 +273,9 @@ def bench_cold_start() -> dict:
 
 BENCHES = {
     "overhead": bench_overhead,
-    "throughput": bench_throughput,
+    "column": bench_column,
+    "matrix": bench_matrix,
+    "tests": bench_tests,
     "switch": bench_switch,
     "vllm-approach": bench_vllm_approach,
     "cold-start": bench_cold_start,
@@ -251,13 +286,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated benchmarks (default: all)")
     parser.add_argument("--output", default=str(ROOT / "reports" / "bench.json"))
+    parser.add_argument("--from-run", help="matrix: take a finished default-matrix run folder")
     args = parser.parse_args()
-    chosen = [b for b in (args.only or ",".join(BENCHES)).split(",") if b]
+    # the full matrix and the test command take minutes each: on request only
+    default = [b for b in BENCHES if b not in ("matrix", "tests")]
+    chosen = [b for b in (args.only.split(",") if args.only else default) if b]
+    if unknown := [b for b in chosen if b not in BENCHES]:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)} (known: {', '.join(BENCHES)})")
     path = Path(args.output)
     results = json.loads(path.read_text()) if path.exists() else {}
     for name in chosen:
         started = time.perf_counter()
-        results[name] = BENCHES[name]()
+        results[name] = (BENCHES[name](args.from_run) if name == "matrix"
+                         else BENCHES[name]())
         results[name]["measured"] = time.strftime("%Y-%m-%d")
         print(f"{name} ({time.perf_counter() - started:.0f} s): {json.dumps(results[name])}",
               flush=True)

@@ -2,7 +2,8 @@
 
 `explain` answers "which finding explains this failure?" for one cell; `applicable` "which
 finding applies to this cell at all?" (a cell it applies to that passes, having run enough to
-speak for its inputs, shows a stale finding: `xpass`). `document.findings_markdown` renders the generated docs/findings.md.
+speak for its inputs, shows a stale finding: `xpass`). `document.findings_markdown` renders
+the generated docs/findings.md.
 """
 
 from __future__ import annotations

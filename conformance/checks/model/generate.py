@@ -1,5 +1,6 @@
-"""generate: a few greedy tokens with logprobs of the backend agree with native vLLM's under vLLM
-tests' `check_logprobs_close` rule."""
+"""generate: a few greedy tokens with logprobs of the backend agree with native vLLM's: in fp32
+every decoded position's top logprobs within fp32 noise (`LOGPROB_ATOL`), in lower precisions
+under vLLM tests' `check_logprobs_close` rule."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ from fixtures.recipe import Recipe
 
 GENERATE_TOKENS = 4
 TOP_LOGPROBS = 5
+# fp32 on CPU: the largest logprob difference measured between native vLLM and the backend on
+# the fixtures whose prompts and items agree is 4.8e-7 (qwen2_vl, qwen2_5_vl; the rest 0.0): a
+# bound 200x that is fp32 noise with room, and far below a missing input (qwen3_vl's DeepStack
+# features move the top logprob by about 4e-3). Lower precisions keep vLLM's lenient rule.
+LOGPROB_ATOL = {"float32": 1e-4}
 
 @dataclass(frozen=True)
 class Decoded:
@@ -71,6 +77,48 @@ def logprobs_difference(native: Decoded, backend: Decoded) -> tuple[str | None, 
     return difference, data
 
 
+def strict_difference(native: Decoded, backend: Decoded, atol: float) -> tuple[str | None, dict]:
+    """Every decoded position: the same token, the same top tokens, each logprob within
+    `atol`."""
+    deltas: list[float] = [0.0]
+    data: dict[str, Any] = {"native_tokens": list(native.tokens),
+                            "backend_tokens": list(backend.tokens),
+                            "prompt_ids_equal": native.prompt_ids == backend.prompt_ids,
+                            "logprob_atol": atol}
+    difference = None
+    if len(native.tokens) != len(backend.tokens):
+        difference = f"native decoded {len(native.tokens)} tokens, backend {len(backend.tokens)}"
+    for step, (a, b) in enumerate(zip(native.tokens, backend.tokens, strict=False)):
+        mine, theirs = native.logprobs[step], backend.logprobs[step]
+        shared = sorted(set(mine) & set(theirs))
+        deltas += [abs(mine[t] - theirs[t]) for t in shared]
+        if difference:
+            break
+        if a != b:
+            difference = (f"step {step}: native token {a} ({mine.get(a, float('nan')):.4f}) vs "
+                          f"backend token {b} ({theirs.get(b, float('nan')):.4f})")
+        elif (worst := max(shared, key=lambda t: abs(mine[t] - theirs[t]), default=None)) \
+                is not None and abs(mine[worst] - theirs[worst]) > atol:
+            difference = (f"step {step}: logprob of token {worst} native {mine[worst]:.6f} vs "
+                          f"backend {theirs[worst]:.6f} (off by "
+                          f"{abs(mine[worst] - theirs[worst]):.2e}, fp32 bound {atol:g})")
+        elif set(mine) != set(theirs):
+            difference = (f"step {step}: top-{TOP_LOGPROBS} tokens native {sorted(mine)} vs "
+                          f"backend {sorted(theirs)}")
+    data["max_logprob_diff"] = max(deltas)
+    if difference and not data["prompt_ids_equal"]:
+        difference = (f"prompt ids differ (native {len(native.prompt_ids)} tokens, backend "
+                      f"{len(backend.prompt_ids)}); {difference}")
+    return difference, data
+
+
+def compare_decoded(native: Decoded, backend: Decoded, dtype: str) -> tuple[str | None, dict]:
+    """The strict fp32 rule where the precision has one, else vLLM tests' lenient rule."""
+    if dtype in LOGPROB_ATOL:
+        return strict_difference(native, backend, LOGPROB_ATOL[dtype])
+    return logprobs_difference(native, backend)
+
+
 def engine_decode(recipe: Recipe, path: str, impl: str, device: str, dtype: str,
                   prompt: str, modality: str, items: list,
                   tokens: int = GENERATE_TOKENS) -> Decoded:
@@ -103,13 +151,13 @@ def check_generate(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str
     except Exception as error:
         return f"backend: {error_text(error)}", {"native_tokens": list(native.tokens),
                                                  "backend": {"error": error_text(error)}}
-    return logprobs_difference(native, backend)
+    return compare_decoded(native, backend, dtype)
 
 
 CHECK = Check(
     id="generate",
-    statement="Greedy decoding of the backend agrees with native vLLM's under vLLM tests' "
-              "check_logprobs_close rule.",
+    statement="Greedy decoding of the backend agrees with native vLLM's: in fp32 every "
+              "position's top logprobs within fp32 noise, else vLLM tests' check_logprobs_close.",
     hint="the backend decodes other tokens than native vLLM: look at the embedding positions "
          "and the M-RoPE positions first, then at the decoder's inputs",
     level="checkpoint", run=returning_outcome(check_generate), needs_native=True, loads_model=True,
