@@ -28,6 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fixtures", help="comma-separated fixtures (default: all)")
     run.add_argument("--versions", help="comma-separated transformers versions (default: "
                      f"{','.join(DEFAULT_VERSIONS)}; `model` on vLLM's window + 1)")
+    run.add_argument("--vllm", help="comma-separated vLLMs under test: releases (each in its "
+                     "own environment, built on demand) or folders holding a vllm package (a "
+                     "source checkout, an unpacked wheel: first on the path of the release of "
+                     "its version); default: 0.31.0")
     run.add_argument("--subjects", help="comma-separated subjects (default: impl,vllm-backend)")
     run.add_argument("--checks", help="comma-separated checks (default: all)")
     run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
