@@ -107,7 +107,8 @@ def is_folder_spec(spec: str) -> bool:
     return os.sep in spec or spec.startswith(".") or Path(spec).is_dir()
 
 
-_VERSION_LINE = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""",
+# `__version__ = version = '0.32.0'`, as setuptools-scm / vcs-versioning write it
+_VERSION_LINE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
                            re.MULTILINE)
 
 
