@@ -127,3 +127,16 @@ def test_a_run_over_two_vllms_has_a_column_per_vllm_and_version():
 def test_another_release_keeps_its_overlays_apart():
     assert overlay_dir("5.19.0").name == "transformers-5.19.0"
     assert overlay_dir("5.19.0", "0.32.0").parent.name == "vllm-0.32.0"
+
+
+def test_gate_compares_a_vllm_with_the_baselines_of_another():
+    from conformance.results.gate import compare
+
+    baseline = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl"),
+                Verdict("llava", "5.17.0", "errors", "xfail", subject="impl")]
+    current = [Verdict("llava", "5.17.0", "cache", "fail", "x", subject="impl", vllm="0.32.0"),
+               Verdict("llava", "5.17.0", "errors", "pass", subject="impl", vllm="0.32.0")]
+    assert not compare(baseline, current).regressions  # other cells: nothing in common
+    moved = compare(baseline, current, baseline_vllm="0.31.0")
+    assert [now.check for _, now in moved.regressions] == ["cache"]
+    assert [now.check for _, now in moved.fixed] == ["errors"]

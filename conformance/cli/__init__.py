@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--show-missing", action="store_true", help="list baseline cells not run")
     gate.add_argument("--baseline-version", help="compare every cell with the baseline's cell "
                       "on this transformers version (gating a candidate against the pin)")
+    gate.add_argument("--baseline-vllm", help="compare every cell with the baseline's cell "
+                      "of this vLLM (e.g. 0.31.0: what changed on the vLLM under test)")
     gate.set_defaults(func=cmd_gate)
 
     base = sub.add_parser("baseline", help="refresh the committed baseline from a run's results")
