@@ -140,3 +140,17 @@ def test_gate_compares_a_vllm_with_the_baselines_of_another():
     moved = compare(baseline, current, baseline_vllm="0.31.0")
     assert [now.check for _, now in moved.regressions] == ["cache"]
     assert [now.check for _, now in moved.fixed] == ["errors"]
+
+
+def test_a_finding_with_a_vllm_bound_applies_only_to_those_releases():
+    from conformance.expectations import parse
+
+    finding = parse({"id": "x", "title": "t", "reason": "r", "fixtures": ["llava"],
+                     "evidence": {"cache": ["differ"]}, "vllm": "<0.32.0"})
+    assert finding.applies("llava", "cache", "5.17.0", vllm="0.31.0")
+    assert not finding.applies("llava", "cache", "5.17.0", vllm="0.32.0")
+    assert not finding.applies("llava", "cache", "5.17.0", vllm="0.32.1.dev5@src")
+    assert finding.applies("llava", "cache", "5.17.0")  # no vLLM given: any
+    assert finding.describe_versions(finding.vllm) == "<0.32.0"
+    with pytest.raises(ValueError):
+        parse({**finding.__dict__, "evidence": {}, "vllm": "==0.32.0"})

@@ -35,10 +35,12 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
 
     def explained(failure: Failure) -> expectations.Finding | None:
         return expectations.explain(key.fixture, key.check, key.version, key.subject,
-                                    failure.evidence, tuple(name for name, _ in failure.options))
+                                    failure.evidence, tuple(name for name, _ in failure.options),
+                                    key.vllm)
 
     if not failures:
-        stale = expectations.applicable(key.fixture, key.check, key.version, key.subject)
+        stale = expectations.applicable(key.fixture, key.check, key.version, key.subject,
+                                        key.vllm)
         if exhaustive and stale:
             return Verdict.of(key, "xpass", f"listed as known but passed: {stale.reason}",
                               seconds, data, stale.id)
