@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     bis.add_argument("--bad", required=True, help="a release where the cell is bad")
     bis.add_argument("--versions", help="comma-separated releases to search (default: every "
                      "stable release between --good and --bad on the package index)")
+    bis.add_argument("--vllm", help="the vLLM under test, fixed while transformers moves: a "
+                     "release or a folder holding a vllm package (default: 0.31.0)")
     bis.add_argument("--fault", help="plant an impl fault, e.g. 'offset-shift>=5.16.1' (demo)")
     bis.set_defaults(func=cmd_bisect)
 
