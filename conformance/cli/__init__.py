@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("versions", help="list, install or lock transformers overlays")
     ver.add_argument("action", choices=("list", "install", "lock"))
     ver.add_argument("--versions", help="comma-separated versions (default: the matrix)")
+    ver.add_argument("--vllm", default="0.31.0", help="the vLLM release whose environment the "
+                     "overlays go over (default: 0.31.0)")
     ver.set_defaults(func=cmd_versions)
 
     fix = sub.add_parser("fixtures", help="list or build the offline fixtures")
