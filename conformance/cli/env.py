@@ -13,19 +13,29 @@ from conformance.run.versions import DEFAULT_VERSIONS, in_vllm_window
 
 def cmd_versions(args: argparse.Namespace) -> int:
     from conformance.run import versions
+    from conformance.run.vllms import DEFAULT_VLLM, release, unsupported
+    from impl.version import placeholder_strategy
 
+    vllm = release(args.vllm).version  # a one-line error for an unknown release
     if args.action == "lock":
-        print(f"wrote {versions.write_overlay_lock()}")
+        chosen = csv(args.versions) or DEFAULT_VERSIONS
+        # below a release's window a version is n/a there: nothing to pin for it
+        runnable = tuple(v for v in chosen if not unsupported(vllm, v))
+        print(f"wrote {versions.write_overlay_lock(runnable, vllm)}")
         return 0
     for version in csv(args.versions) or DEFAULT_VERSIONS:
         if args.action == "install":
             started = time.monotonic()
-            overlay = versions.ensure_overlay(version)
+            overlay = versions.ensure_overlay(version, vllm=vllm)
             print(f"{version}: ready in {time.monotonic() - started:.1f} s at "
                   f"{overlay.path or 'the environment itself'}")
         else:
-            window = "inside vLLM's window" if in_vllm_window(version) else "beyond vLLM's pin"
-            print(f"{version}  {versions.placeholder_strategy(version):>7} path  {window}")
+            window = (f"inside vLLM {vllm}'s window" if in_vllm_window(version, vllm)
+                      else "below its window: n/a" if unsupported(vllm, version)
+                      else f"beyond vLLM {vllm}'s pin")
+            # 0.32.0 merged the Legacy processor into the Offsets one: one path from then on
+            strategy = placeholder_strategy(version) if vllm == DEFAULT_VLLM else "offsets"
+            print(f"{version}  {strategy:>7} path  {window}")
     return 0
 
 

@@ -14,7 +14,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     baseline, _ = report.read_results(Path(args.baseline))
     current, _ = report.read_results(Path(args.results))
     result = gate.compare(baseline, current, compare_missing=args.show_missing,
-                          baseline_version=args.baseline_version)
+                          baseline_version=args.baseline_version,
+                          baseline_vllm=args.baseline_vllm)
     print(gate.render(result))
     return 0 if result.ok else 1
 

@@ -12,6 +12,7 @@ from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
 from conformance.paths import REPORTS_DIR
 from conformance.results.verdict import BAD, CellKey, Verdict
 from conformance.run.versions import DEFAULT_VERSIONS, ENV_VERSION
+from conformance.run.vllms import DEFAULT_VLLM
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -25,6 +26,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     checks = csv(args.checks) or all_checks
     subjects = csv(args.subjects) or DEFAULT_SUBJECTS
     versions = csv(args.versions) or DEFAULT_VERSIONS
+    from conformance.run import vllms as vllm_axis
+
+    under_test = vllm_axis.parse_many(csv(args.vllm))  # a one-line error names a bad one
     for kind, given, known in (("fixture", fixtures, RECIPE_MODULES), ("check", checks, all_checks),
                                ("subject", subjects, DEFAULT_SUBJECTS)):
         if unknown := sorted(set(given) - set(known)):
@@ -39,7 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     os.environ["CONFORMANCE_DEVICE"], os.environ["CONFORMANCE_DTYPE"] = args.device, args.dtype
     if args.jobs is None:
         args.jobs = default_jobs(args.device)
-    cells = expand_cells(fixtures, versions, subjects, checks)
+    cells = expand_cells(fixtures, versions, subjects, checks, vllms=under_test)
     if args.shard:
         index, _, count = args.shard.partition("/")
         cells = shard(cells, int(index), int(count))
@@ -53,10 +57,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     verdicts = report.read_partial(partial)
     done = {v.key for v in verdicts}
     todo = [c for c in cells if c not in done]
+    # a version a vLLM cannot run is its cells' n/a, said without starting a worker for it
+    skipped = {c: reason for c in todo if (reason := vllm_axis.unsupported(c.vllm, c.version))}
+    todo = [c for c in todo if c not in skipped]
+    for label in {c.vllm for c in todo}:
+        vllm_axis.ensure_env(under_test[label], log=lambda m: print(m, flush=True))
     print(f"{len(cells)} cells ({len(done & set(cells))} already done): "
-          f"{len(fixtures)} fixtures x {len(versions)} transformers versions x "
-          f"{len(subjects)} subjects x {len(checks)} checks; profile {args.profile}; "
-          f"{args.jobs} job(s)", flush=True)
+          f"{len(fixtures)} fixtures x {len(under_test)} vLLM x {len(versions)} transformers "
+          f"versions x {len(subjects)} subjects x {len(checks)} checks; profile {args.profile}; "
+          f"{args.jobs} job(s); vLLM under test: "
+          + ", ".join(v.describe() for v in under_test.values()), flush=True)
     started = time.monotonic()
     with Progress(len(cells), len(cells) - len(todo)) as progress:
         def record(verdict: Verdict) -> None:
@@ -66,8 +76,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         from conformance.run.matrix import run_cells
 
+        for key, reason in skipped.items():
+            record(Verdict.of(key, "n/a", reason))
         run_cells(todo, run_dir, record, jobs=args.jobs, cell_timeout=args.cell_timeout,
-                  on_start=progress.started)
+                  on_start=progress.started, vllms=under_test)
     meta = {
         "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "seconds": round(time.monotonic() - started, 1),
@@ -75,6 +87,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         "checks": list(checks), "profile": args.profile, "shard": args.shard,
         "device": args.device, "dtype": args.dtype,
         "environment_transformers": ENV_VERSION,
+        "vllm": list(under_test),
+        # a folder is named by its label; where it was is no part of the results (portable)
+        "vllm_sources": {k: v.source.name for k, v in under_test.items() if v.source},
+        "impl_reference": f"vLLM {vllm_axis.IMPL_REFERENCE}",
     }
     cell_set = set(cells)
     verdicts = [v for v in report.latest_per_cell(verdicts) if v.key in cell_set]
@@ -120,7 +136,9 @@ class Progress:
         self.bar.__exit__(*exc)
 
     def _describe(self) -> None:
-        running = ", ".join(f"{k.fixture}/{k.check}@{k.version}" for k in sorted(self.running))
+        running = ", ".join(f"{k.fixture}/{k.check}@{k.version}"
+                            + ("" if k.vllm == DEFAULT_VLLM else f"/vLLM {k.vllm}")
+                            for k in sorted(self.running))
         self.bar.update(self.task, description=f"failed {self.failed} | running {running or '-'}")
 
     def started(self, key: CellKey) -> None:

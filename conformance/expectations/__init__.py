@@ -31,13 +31,16 @@ class Finding:
     subjects: tuple[str, ...] = ()  # empty: any
     options: tuple[str, ...] = ()  # processor options the failing case must set
     whole_cell: str = ""  # why every check of the cell is meaningless (allows "*" unbounded)
+    vllm: str = ""  # vLLM releases it concerns: ">=0.31.0,<0.32.0"; "": every release
 
     @property
     def checks(self) -> tuple[str, ...]:
         return tuple(self.evidence)
 
     def applies(self, fixture: str, check: str, version: str, subject: str | None = None,
-                options: tuple[str, ...] = ()) -> bool:
+                options: tuple[str, ...] = (), vllm: str | None = None) -> bool:
+        """`vllm`: the cell's vLLM label (a folder's "0.32.1.dev5@src" by its version);
+        None: any vLLM."""
         if ANY not in self.fixtures and fixture not in self.fixtures:
             return False
         if ANY not in self.evidence and check not in self.evidence:
@@ -46,14 +49,16 @@ class Finding:
             return False
         if not set(self.options) <= set(options):
             return False
+        if vllm is not None and not matches(vllm.split("@", 1)[0], self.vllm):
+            return False
         return matches(version, self.versions)
 
     def shown_by(self, check: str, observed: str) -> bool:
         shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ())
         return any(text in observed for text in shown)
 
-    def describe_versions(self) -> str:
-        low, high = bounds(self.versions)
+    def describe_versions(self, spec: str | None = None) -> str:
+        low, high = bounds(self.versions if spec is None else spec)
         if low and high:
             return f">={low}, <{high}"
         return f">={low}" if low else (f"<{high}" if high else "all")
@@ -61,7 +66,7 @@ class Finding:
 
 def parse(raw: dict) -> Finding:
     unknown = set(raw) - {"id", "title", "reason", "fixtures", "evidence", "versions",
-                          "subjects", "options", "whole_cell"}
+                          "subjects", "options", "whole_cell", "vllm"}
     if unknown:
         raise ValueError(f"finding {raw.get('id')!r}: unknown keys {sorted(unknown)}")
     _, upper = bounds(raw.get("versions", ""))  # a malformed specifier fails at load
@@ -71,12 +76,13 @@ def parse(raw: dict) -> Finding:
         raise ValueError(f"finding {raw['id']!r}: a '*' fixture or check needs an upper "
                          "transformers bound (the newest version it was measured on) or "
                          "`whole_cell`, why every check of the cell is meaningless")
+    bounds(raw.get("vllm", ""))
     return Finding(
         id=raw["id"], title=raw["title"], reason=" ".join(raw["reason"].split()),
         fixtures=tuple(raw["fixtures"]),
         evidence={check: tuple(texts) for check, texts in raw["evidence"].items()},
         versions=raw.get("versions", ""), subjects=tuple(raw.get("subjects", ())),
-        options=tuple(raw.get("options", ())),
+        options=tuple(raw.get("options", ())), vllm=raw.get("vllm", ""),
         whole_cell=" ".join(raw.get("whole_cell", "").split()),
     )
 
@@ -99,16 +105,17 @@ def get(finding_id: str) -> Finding:
 
 
 def explain(fixture: str, check: str, version: str, subject: str | None, observed: str,
-            options: tuple[str, ...] = ()) -> Finding | None:
+            options: tuple[str, ...] = (), vllm: str | None = None) -> Finding | None:
     """The finding that explains `observed` in this cell (None: nothing does, a new failure)."""
     for finding in load():
-        if finding.applies(fixture, check, version, subject, options) and \
+        if finding.applies(fixture, check, version, subject, options, vllm) and \
                 finding.shown_by(check, observed):
             return finding
     return None
 
 
-def applicable(fixture: str, check: str, version: str, subject: str | None = None
-               ) -> Finding | None:
+def applicable(fixture: str, check: str, version: str, subject: str | None = None,
+               vllm: str | None = None) -> Finding | None:
     """A finding that applies to this cell on its default options, whatever was observed."""
-    return next((f for f in load() if f.applies(fixture, check, version, subject)), None)
+    return next((f for f in load() if f.applies(fixture, check, version, subject, vllm=vllm)),
+                None)

@@ -54,6 +54,7 @@ def _options(finding: Finding) -> str:
 def _section(finding: Finding) -> list[str]:
     lines = [f'<a id="{finding.id}"></a>', "", f"## {finding.id}", "", f"**{finding.title}**", "",
              f"- transformers: {finding.describe_versions()}",
+             f"- vLLM: {finding.describe_versions(finding.vllm)}",
              f"- fixtures: {_names(finding.fixtures)}",
              f"- checks: {_names(finding.checks)}",
              f"- subjects: {_names(finding.subjects)}",
@@ -75,11 +76,13 @@ def findings_markdown(findings: tuple[Finding, ...] | None = None) -> str:
     lines = ["# Known findings", "",
              "<!-- generated from conformance/expectations/findings.toml by "
              "`conformance known --write`; do not edit by hand -->", "", INTRO, "",
-             "| finding | title | transformers | fixtures | checks |", "|---|---|---|---|---|"]
+             "| finding | title | transformers | vLLM | fixtures | checks |",
+             "|---|---|---|---|---|---|"]
     for f in findings:
         title = inline_markdown(f.title).replace("|", "\\|")
         lines.append(f"| [{f.id}](#{f.id}) | {title} | {f.describe_versions()} | "
-                     f"{_names(f.fixtures)} | {_names(f.checks)} |")
+                     f"{f.describe_versions(f.vllm)} | {_names(f.fixtures)} | "
+                     f"{_names(f.checks)} |")
     lines.append("")
     for finding in findings:
         lines += _section(finding)

@@ -1,10 +1,16 @@
-"""The axes every view of a run shares: cell order, versions, fixtures, checks, verdict symbols."""
+"""The axes every view of a run shares: cell order, versions, fixtures, checks, verdict symbols.
+
+A view's columns are transformers versions; a run over several vLLMs has one column per
+(vLLM, transformers version), labelled with both (`columns_of`, `column_of`).
+"""
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 from conformance.results.verdict import STATUSES, Verdict
+from conformance.run.vllms import DEFAULT_VLLM, sort_key
 from impl.version import parse_version
 
 SYMBOLS = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X!", "inconclusive": "?",
@@ -24,12 +30,36 @@ def latest_per_cell(verdicts: list[Verdict]) -> list[Verdict]:
 
 
 def sort_cells(verdicts: list[Verdict]) -> list[Verdict]:
-    return sorted(verdicts, key=lambda v: (v.fixture, parse_version(v.version), v.subject,
-                                           v.check))
+    return sorted(verdicts, key=lambda v: (v.fixture, sort_key(v.vllm), parse_version(v.version),
+                                           v.subject, v.check))
 
 
 def versions_of(verdicts: list[Verdict]) -> list[str]:
     return sorted({v.version for v in verdicts}, key=parse_version)
+
+
+def vllms_of(verdicts: list[Verdict]) -> list[str]:
+    return sorted({v.vllm for v in verdicts}, key=sort_key)
+
+
+def column_of(v: Verdict, several: bool) -> str:
+    """The column a cell sits in: its transformers version, with its vLLM when a run holds
+    several (`several`: vllms_of(...) has more than one)."""
+    return f"{v.version} (vLLM {v.vllm})" if several else v.version
+
+
+def columns_of(verdicts: list[Verdict]) -> list[str]:
+    several = len(vllms_of(verdicts)) > 1
+    firsts = {}
+    for v in sorted(verdicts, key=lambda v: (sort_key(v.vllm), parse_version(v.version))):
+        firsts.setdefault(column_of(v, several), None)
+    return list(firsts)
+
+
+def vllm_note(verdicts: list[Verdict]) -> str:
+    """Which vLLM a run tested, for a title ("" for the default alone, as before)."""
+    found = vllms_of(verdicts)
+    return "" if found in ([], [DEFAULT_VLLM]) else "vLLM " + ", ".join(found)
 
 
 def fixtures_of(verdicts: list[Verdict]) -> list[str]:
@@ -53,13 +83,15 @@ def worst(statuses: list[str]) -> str:
 
 
 def anchor(fixture: str, version: str) -> str:
-    return f"{fixture}-{version}".replace(".", "-").replace("_", "-")
+    return re.sub(r"[^A-Za-z0-9]+", "-", f"{fixture}-{version}").strip("-")
 
 
 def by_fixture_version(verdicts: list[Verdict]) -> dict[tuple[str, str], list[Verdict]]:
+    """Cells by (fixture, column): the column is `column_of`'s."""
+    several = len(vllms_of(verdicts)) > 1
     groups: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
     for v in verdicts:
-        groups[(v.fixture, v.version)].append(v)
+        groups[(v.fixture, column_of(v, several))].append(v)
     return groups
 
 
@@ -74,4 +106,5 @@ def cells_text(count: int) -> str:
 
 def short_label(v: Verdict) -> str:
     """fixture/subject/check@version: a cell in a list of many (CellKey.label for one)."""
-    return f"{v.fixture}/{v.subject}/{v.check}@{v.version}"
+    on = "" if v.vllm == DEFAULT_VLLM else f"/vLLM {v.vllm}"
+    return f"{v.fixture}/{v.subject}/{v.check}@{v.version}{on}"

@@ -28,11 +28,17 @@ class GateResult:
 
 
 def compare(baseline: list[Verdict], current: list[Verdict],
-            compare_missing: bool = False, baseline_version: str | None = None) -> GateResult:
+            compare_missing: bool = False, baseline_version: str | None = None,
+            baseline_vllm: str | None = None) -> GateResult:
     """A regression: a cell that passed in the baseline and is bad now (fail, error, crash,
     timeout, or a stale known failure). Cells only in one of the two are listed, not judged,
     except new cells that are bad. With `baseline_version`, every current cell is compared
-    with the baseline's cell on that version (gating a candidate release against the pin)."""
+    with the baseline's cell on that version (gating a candidate release against the pin);
+    with `baseline_vllm`, with the baseline's cell of that vLLM (what moved between releases)."""
+    if baseline_vllm is not None:
+        pinned = [v for v in baseline if v.vllm == baseline_vllm]
+        baseline = [Verdict(**{**v.__dict__, "vllm": vllm})
+                    for vllm in {c.vllm for c in current} for v in pinned]
     if baseline_version is not None:
         pinned = [v for v in baseline if v.version == baseline_version]
         baseline = [Verdict(**{**v.__dict__, "version": version})

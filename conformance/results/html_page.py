@@ -13,19 +13,24 @@ from collections import Counter
 
 from conformance.results.cells import (
     SYMBOLS,
+    anchor,
     by_fixture_version,
     cells_text,
     checks_of,
+    column_of,
+    columns_of,
     counts_text,
     fixtures_of,
     legend,
     one_line,
     short_label,
     versions_of,
+    vllms_of,
     worst,
 )
 from conformance.results.known import group_known
 from conformance.results.verdict import STATUSES, Verdict
+from conformance.run.vllms import IMPL_REFERENCE
 from impl.version import parse_version
 
 esc = html.escape
@@ -98,7 +103,9 @@ def _names(values: list[str]) -> str:
 
 def _summary(verdicts: list[Verdict], meta: dict) -> list[str]:
     """The run in words: what ran, how, when, and what came of it."""
-    rows = [("transformers", ", ".join(versions_of(verdicts))),
+    rows = [("vLLM", ", ".join(vllms_of(verdicts))),
+            ("impl", f"the reference of vLLM {IMPL_REFERENCE}'s backend"),
+            ("transformers", ", ".join(versions_of(verdicts))),
             ("fixtures", _names(fixtures_of(verdicts))),
             ("subjects", _names(list(dict.fromkeys(v.subject for v in verdicts)))),
             ("checks", _names(checks_of(verdicts, meta.get("checks"))))]
@@ -152,13 +159,14 @@ def _check_tables(verdicts: list[Verdict], order: list[str] | None) -> list[str]
     parts = ["<h2>Architectures x checks</h2>",
              f"<p>One symbol per subject ({esc(subjects)}, in that order; a checkpoint-level "
              f"check runs once): {esc(legend())}. Hover over a cell for its evidence.</p>"]
-    for version in versions_of(verdicts):
-        cells = [v for v in verdicts if v.version == version]
+    several = len(vllms_of(verdicts)) > 1
+    for version in columns_of(verdicts):
+        cells = [v for v in verdicts if column_of(v, several) == version]
         checks = checks_of(cells, order)
         grid: dict[tuple[str, str], list[Verdict]] = {}
         for v in cells:
             grid.setdefault((v.fixture, v.check), []).append(v)
-        slug = esc(version.replace(".", "-"))
+        slug = esc(anchor("v", version))
         parts.append(f"<h3 id='checks-{slug}'>transformers {esc(version)}</h3>"
                      f"<table class='checks' data-version='{esc(version)}'><tr>"
                      "<th class='nosort'>architecture</th>"
@@ -179,7 +187,7 @@ def _check_tables(verdicts: list[Verdict], order: list[str] | None) -> list[str]
 
 
 def _matrix(verdicts: list[Verdict]) -> list[str]:
-    versions, grid = versions_of(verdicts), by_fixture_version(verdicts)
+    versions, grid = columns_of(verdicts), by_fixture_version(verdicts)
     parts = ["<h2>Matrix</h2><table id='matrix'><tr><th class='nosort'>architecture</th>"
              + "".join(f"<th class='nosort'>{esc(v)}</th>" for v in versions) + "</tr>"]
     for fixture in fixtures_of(verdicts):
@@ -197,12 +205,13 @@ def _cells(verdicts: list[Verdict]) -> list[str]:
     parts = ["<h2>Cells</h2><div id='filters'>Show: " + "".join(
         f"<label><input type='checkbox' value='{esc(s)}' checked> {esc(s)}</label>"
         for s in present) + "</div>",
-        "<table id='cells'><thead><tr><th>architecture</th><th>transformers</th>"
+        "<table id='cells'><thead><tr><th>architecture</th><th>vLLM</th><th>transformers</th>"
         "<th>subject</th><th>check</th><th>verdict</th><th>finding</th><th>seconds</th>"
         "<th>evidence</th></tr></thead><tbody>"]
     for v in verdicts:
         parts.append(
             f"<tr class='{esc(v.status)}' data-status='{esc(v.status)}'><td>{esc(v.fixture)}</td>"
+            f"<td>{esc(v.vllm)}</td>"
             f"<td data-key='{'.'.join(f'{n:04d}' for n in parse_version(v.version).release)}'>"
             f"{esc(v.version)}</td><td>{esc(v.subject)}</td><td>{esc(v.check)}</td>"
             f"<td>{esc(v.status)}</td><td>{esc(v.finding)}</td><td>{v.seconds:.1f}</td>"
@@ -230,7 +239,7 @@ def _evidence(verdicts: list[Verdict]) -> list[str]:
         parts.append(
             f"<details class='finding' data-status='{esc(v.status)}'><summary>"
             f"<b>{esc(v.status)}</b>{finding} {esc(v.fixture)} / {esc(v.subject)} / "
-            f"{esc(v.check)} / transformers {esc(v.version)}</summary>"
+            f"{esc(v.check)} / transformers {esc(v.version)} / vLLM {esc(v.vllm)}</summary>"
             f"<pre class='evidence'>{esc(v.detail)}</pre>"
             + (f"<p>Reproducer <code>{esc(path)}</code>:</p>"
                f"<pre class='reproducer'>{esc(_reproducer_text(path))}</pre>" if path else "")

@@ -31,7 +31,8 @@ def _options_text(options: tuple[tuple[str, object], ...]) -> str:
 def known(key: CellKey, failure: Failure) -> expectations.Finding | None:
     """The finding that explains `failure` in this cell (None: a new failure)."""
     return expectations.explain(key.fixture, key.check, key.version, key.subject,
-                                failure.evidence, tuple(name for name, _ in failure.options))
+                                failure.evidence, tuple(name for name, _ in failure.options),
+                                key.vllm)
 
 
 def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: float = 0.0,
@@ -45,7 +46,8 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
         return known(key, failure)
 
     if not failures:
-        stale = expectations.applicable(key.fixture, key.check, key.version, key.subject)
+        stale = expectations.applicable(key.fixture, key.check, key.version, key.subject,
+                                        key.vllm)
         if exhaustive and stale:
             return Verdict.of(key, "xpass", f"listed as known but passed: {stale.reason}",
                               seconds, data, stale.id)

@@ -1,21 +1,24 @@
-"""junit.xml: one test suite per transformers version, one test case per cell."""
+"""junit.xml: one test suite per transformers version (per vLLM and version when a run holds
+several vLLMs), one test case per cell."""
 
 from __future__ import annotations
 
 from collections import Counter
 from xml.etree import ElementTree
 
-from conformance.results.cells import versions_of
+from conformance.results.cells import column_of, columns_of, vllms_of
 from conformance.results.verdict import Verdict
 
 
 def junit(verdicts: list[Verdict]) -> str:
     suites = ElementTree.Element("testsuites", name="vllm-mm-conformance")
-    for version in versions_of(verdicts):
-        cells = [v for v in verdicts if v.version == version]
+    several = len(vllms_of(verdicts)) > 1
+    for version in columns_of(verdicts):
+        cells = [v for v in verdicts if column_of(v, several) == version]
         counts = Counter(v.status for v in cells)
+        name = f"transformers-{version}".replace(" (vLLM ", "-vllm-").rstrip(")")
         suite = ElementTree.SubElement(
-            suites, "testsuite", name=f"transformers-{version}", tests=str(len(cells)),
+            suites, "testsuite", name=name, tests=str(len(cells)),
             failures=str(counts["fail"] + counts["xpass"] + counts["inconclusive"]),
             errors=str(counts["error"] + counts["crash"] + counts["timeout"]),
             skipped=str(counts["xfail"] + counts["n/a"]),

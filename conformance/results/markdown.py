@@ -10,15 +10,17 @@ from conformance.results.cells import (
     anchor,
     by_fixture_version,
     cells_text,
+    columns_of,
     counts_text,
     fixtures_of,
     legend,
     one_line,
     short_label,
-    versions_of,
+    vllm_note,
 )
 from conformance.results.known import group_known, observed
 from conformance.results.verdict import STATUSES, Verdict
+from conformance.run.vllms import IMPL_REFERENCE
 
 
 def finding_anchor(finding_id: str) -> str:
@@ -37,9 +39,11 @@ def markdown(verdicts: list[Verdict], meta: dict | None = None) -> str:
 
 
 def _matrix(verdicts: list[Verdict]) -> list[str]:
-    versions, grid = versions_of(verdicts), by_fixture_version(verdicts)
-    lines = ["# vLLM Transformers-backend conformance", "",
-             f"Cells per architecture and transformers version ({legend()}).", "",
+    versions, grid = columns_of(verdicts), by_fixture_version(verdicts)
+    note = vllm_note(verdicts)
+    lines = ["# vLLM Transformers-backend conformance" + (f" ({note})" if note else ""), "",
+             f"Cells per architecture and transformers version ({legend()}); `impl` is the "
+             f"reference of vLLM {IMPL_REFERENCE}'s backend.", "",
              "| architecture | " + " | ".join(versions) + " |",
              "|---|" + "---|" * len(versions)]
     for fixture in fixtures_of(verdicts):

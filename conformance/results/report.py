@@ -15,12 +15,14 @@ from conformance.results.cells import (
     SYMBOLS,
     anchor,
     by_fixture_version,
+    columns_of,
     counts_text,
     fixtures_of,
     latest_per_cell,
     one_line,
     sort_cells,
     versions_of,
+    vllm_note,
 )
 from conformance.results.html_page import html_report
 from conformance.results.junit import junit
@@ -81,8 +83,9 @@ def print_table(verdicts: list[Verdict]) -> None:
     from rich.table import Table
 
     verdicts = sort_cells(latest_per_cell(verdicts))
-    versions, grid = versions_of(verdicts), by_fixture_version(verdicts)
-    table = Table(title="vLLM Transformers backend conformance",
+    versions, grid = columns_of(verdicts), by_fixture_version(verdicts)
+    note = vllm_note(verdicts)
+    table = Table(title="vLLM Transformers backend conformance" + (f" ({note})" if note else ""),
                   caption="✓ pass  ✗ fail  x known  X! stale known  E error  C crash  T timeout"
                           "  – n/a")
     table.add_column("architecture")

@@ -1,10 +1,13 @@
-"""The result of one cell: a fixture x transformers version x check, with its evidence."""
+"""The result of one cell: a fixture x vLLM x transformers version x subject x check, with its
+evidence. Results recorded before vLLM was an axis have no `vllm`: they were vLLM 0.31.0's."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
+
+from conformance.run.vllms import DEFAULT_VLLM
 
 STATUSES = ("pass", "fail", "xfail", "xpass", "inconclusive", "error", "crash", "timeout", "n/a")
 # `inconclusive`: a suite cell that compared fewer cases than its floor (or never exercised a
@@ -23,12 +26,13 @@ class Verdict:
     data: dict = field(default_factory=dict)  # measured values worth keeping (ids, ranges)
     subject: str = "vllm-backend"  # what was checked (against native vLLM / HF)
     finding: str = ""  # the known finding's id, for xfail and xpass
+    vllm: str = DEFAULT_VLLM  # the vLLM under test: a release, or "version@folder"
 
     @classmethod
     def of(cls, key: CellKey, status: str, detail: str = "", seconds: float = 0.0,
            data: dict | None = None, finding: str = "") -> Verdict:
         return cls(key.fixture, key.version, key.check, status, detail, seconds, data or {},
-                   key.subject, finding)
+                   key.subject, finding, key.vllm)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, default=str)
@@ -39,14 +43,18 @@ class Verdict:
 
     @property
     def key(self) -> CellKey:
-        return CellKey(self.fixture, self.version, self.subject, self.check)
+        return CellKey(self.fixture, self.version, self.subject, self.check, self.vllm)
 
 
 class CellKey(NamedTuple):
     fixture: str
-    version: str
+    version: str  # transformers
     subject: str
     check: str
+    # last, with a default: keys written as 4-item lists (workers, old files) still load
+    vllm: str = DEFAULT_VLLM
 
     def label(self) -> str:
-        return f"{self.fixture} / {self.subject} / {self.check} / transformers {self.version}"
+        on = "" if self.vllm == DEFAULT_VLLM else f" / vLLM {self.vllm}"
+        return (f"{self.fixture} / {self.subject} / {self.check} / transformers {self.version}"
+                + on)

@@ -37,16 +37,25 @@ class BisectResult:
     verdicts: dict[str, Verdict] = field(default_factory=dict)
 
 
-def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None
-               ) -> Callable[[str], Verdict]:
-    """A probe running the cell on a version in its own worker (overlay on PYTHONPATH)."""
+def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None,
+               vllm: str | None = None) -> Callable[[str], Verdict]:
+    """A probe running the cell on a version in its own worker (overlay on PYTHONPATH), the
+    vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0)."""
+    from conformance.run import vllms
     from conformance.run.matrix import run_version
 
+    under_test = vllms.parse(vllm or vllms.DEFAULT_VLLM)
+    vllms.ensure_env(under_test)
+
     def probe(version: str) -> Verdict:
+        key = CellKey(fixture, version, subject, check, under_test.label)
+        if reason := vllms.unsupported(key.vllm, version):
+            return Verdict.of(key, "n/a", reason)
         got: list[Verdict] = []
         with tempfile.TemporaryDirectory() as logs:
-            run_version(version, [CellKey(fixture, version, subject, check)], Path(logs),
-                        got.append, extra_env={"CONFORMANCE_FAULT": fault} if fault else None)
+            run_version(version, [key], Path(logs), got.append,
+                        extra_env={"CONFORMANCE_FAULT": fault} if fault else None,
+                        vllm=under_test)
         return got[0]
 
     return probe

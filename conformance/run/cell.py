@@ -1,4 +1,4 @@
-"""Run one cell (fixture x transformers version x subject x check) in-process: its verdict.
+"""Run one cell (fixture x vLLM x transformers version x subject x check) in-process.
 
 A checkpoint-level check runs once on the fixture's fixed inputs (vLLM's backend against native
 vLLM); a case-level check drives a subject over hypothesis-generated cases (`run/suite.py`).
@@ -42,6 +42,12 @@ def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None) -> Verdi
     if key.version != transformers.__version__:
         return Verdict.of(key, "error",
                           f"worker runs transformers {transformers.__version__}, not {key.version}")
+    from conformance.run.vllms import current_label, unsupported
+
+    if key.vllm != current_label():
+        return Verdict.of(key, "error", f"worker runs vLLM {current_label()}, not {key.vllm}")
+    if reason := unsupported(key.vllm, key.version):
+        return Verdict.of(key, "n/a", reason)
     try:
         from fixtures.registry import get_recipe
 

