@@ -47,6 +47,18 @@ def test_weights_load_in_transformers_with_no_missing_or_unexpected_keys(name):
 
 
 @pytest.mark.parametrize("name", RECIPES)
+def test_no_weight_of_a_fixture_is_constant(name):
+    # a constant tensor (an all-zero projector) makes every item embed alike: checks comparing
+    # embeddings or logits could not see wrong data
+    from safetensors.torch import load_file
+
+    tensors = load_file(build_fixture(name) / "model.safetensors")
+    constant = sorted(key for key, t in tensors.items() if t.is_floating_point() and t.numel()
+                      and bool((t == t.reshape(-1)[0]).all()))
+    assert not constant, constant[:8]
+
+
+@pytest.mark.parametrize("name", RECIPES)
 def test_processor_loads_and_serves_the_recipes_modalities(name):
     from impl.info import supported_modalities
 
