@@ -1,6 +1,7 @@
 """Benchmarks of the harness, each a ratio measured in one run; writes reports/bench.json.
 
-    .venv/bin/python benchmarks/run.py [--only overhead,throughput,switch,vllm-approach,cold-start]
+    .venv/bin/python benchmarks/run.py [--only overhead,throughput,switch,vllm-approach,cold-start,
+                                                mutation]
 
 - overhead: for one fixture and the same generated cases, the time of the processing checks
   divided by the time of the raw HF processor calls those checks make (target <= 1.2);
@@ -10,7 +11,11 @@
   environment with that version (target: ratio <= 0.1 and <= 20 s);
 - vllm-approach: cached-vs-uncached comparisons done as vLLM's test_common.py does them
   (a baseline and a cached processor per comparison) against this harness's cache check;
-- cold-start: the model cold start per tiny fixture (benchmarks/cold_start.py, target <= 5 s).
+- cold-start: the model cold start per tiny fixture (benchmarks/cold_start.py, target <= 5 s);
+- mutation: one-line mutants planted into a private copy of vLLM's Transformers backend, each
+  run through the matrix on the fixtures that exercise it; the share a comparison catches
+  (benchmarks/mutation.py, target >= 0.9). Not part of the default set: it takes most of an
+  hour on two cores.
 """
 
 from __future__ import annotations
@@ -238,21 +243,30 @@ def bench_cold_start() -> dict:
         return json.loads(out.read_text())
 
 
+def bench_mutation() -> dict:
+    """benchmarks/mutation.py: every mutant, against an unmutated run of the same cells."""
+    from benchmarks.mutation import bench_mutation as run
+
+    return run()
+
+
 BENCHES = {
     "overhead": bench_overhead,
     "throughput": bench_throughput,
     "switch": bench_switch,
     "vllm-approach": bench_vllm_approach,
     "cold-start": bench_cold_start,
+    "mutation": bench_mutation,
 }
+DEFAULT = ("overhead", "throughput", "switch", "vllm-approach", "cold-start")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="comma-separated benchmarks (default: all)")
+    parser.add_argument("--only", help="comma-separated benchmarks (default: all but mutation)")
     parser.add_argument("--output", default=str(ROOT / "reports" / "bench.json"))
     args = parser.parse_args()
-    chosen = [b for b in (args.only or ",".join(BENCHES)).split(",") if b]
+    chosen = [b for b in (args.only or ",".join(DEFAULT)).split(",") if b]
     path = Path(args.output)
     results = json.loads(path.read_text()) if path.exists() else {}
     for name in chosen:
