@@ -240,9 +240,10 @@ MUTANTS: tuple[Mutant, ...] = (
 
 
 def installed_package() -> Path:
-    """The environment's `vllm` package directory (read only: it is uv's cache)."""
-    out = subprocess.run([sys.executable, "-c", "import vllm, os; "
-                          "print(os.path.dirname(vllm.__file__))"],
+    """The environment's `vllm` package directory (read only: it is uv's cache). Located, not
+    imported (seconds saved), in a process that sees no PYTHONPATH (no private copy)."""
+    out = subprocess.run([sys.executable, "-c", "import importlib.util, os; "
+                          "print(os.path.dirname(importlib.util.find_spec('vllm').origin))"],
                          capture_output=True, text=True, check=True,
                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     return Path(out.stdout.strip().splitlines()[-1])
