@@ -88,8 +88,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "is_embed=torch.isin(tokens, image_token_ids),",
            "is_embed=None,",
            "assuming the whole marked span holds embeddings (true for llava), where "
-           "mm_token_type_ids also marks the tokens structuring an image",
-           ("gemma3",), (LEGACY,)),
+           "mm_token_type_ids also marks the tokens structuring an image (Idefics3's tile "
+           "markers; Gemma3 and Qwen2-VL mark the embedding tokens only, so they cannot show it)",
+           ("idefics3",), (LEGACY,)),
     Mutant("legacy-image-split-sizes", "Legacy: image placeholders split per item",
            'split_sizes = mm_tokens_per_modality["num_image_tokens"]',
            'split_sizes = sorted(mm_tokens_per_modality["num_image_tokens"])',
@@ -151,11 +152,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "num_patches = grid.prod(-1) // 4",
            "rows confused with tokens (Qwen2-VL merges 2x2 patches into one token)",
            ("qwen2_vl",)),
-    Mutant("offsets-patches-hw", "counts: num_image_patches asked of the processor",
-           "sizes = [(image.height, image.width) for image in images]",
-           "sizes = [(image.width, image.height) for image in images]",
-           "PIL's size is (width, height), processors take (height, width)",
-           ("llava_next",)),
+    Mutant("offsets-patches-key", "counts: num_image_patches asked of the processor",
+           'return list(mm_tokens["num_image_patches"])',
+           'return list(mm_tokens["num_image_tokens"])',
+           "the two counts `_get_num_multimodal_tokens` reports confused (a swapped height and "
+           "width would not show: tile counts are symmetric, and llava-next reports 1 per image)",
+           ("idefics3",)),
     Mutant("offsets-replacement-ids-kept", "hashing and cache: what a cached item holds",
            'ids = item.pop(f"{modality}_replacement_ids").data',
            'ids = item[f"{modality}_replacement_ids"].data',
@@ -324,7 +326,7 @@ def run_matrix(fixtures: list[str], versions: list[str], output: Path,
     shutil.rmtree(output, ignore_errors=True)
     output.mkdir(parents=True)
     # beside the folder: `conformance run` empties its output folder of files first
-    with open(output.with_suffix(".log"), "w") as log:
+    with open(output.parent / f"{output.name}.log", "w") as log:
         subprocess.run(["nice", "-n", "10", sys.executable, "-m", "conformance", "run",
                         "--fixtures", ",".join(fixtures), "--versions", ",".join(versions),
                         "--subjects", "vllm-backend", "--output", str(output),
