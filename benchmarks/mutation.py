@@ -62,6 +62,7 @@ class Mutant:
     versions: tuple[str, ...] = (OFFSETS,)
     file: str = "multimodal.py"  # in vllm/model_executor/models/transformers/
     before: str = ""  # text of the line above, where `original` alone is not unique
+    equivalent: str = ""  # why no input can tell it apart on the versions it runs on, if so
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -77,7 +78,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "image_token = processor.image_token",
            "a cleanup of the Gemma3 special case; the Offsets path processes every item with "
            "this dummy text, so it reaches real requests, not only profiling",
-           ("gemma3",)),
+           ("gemma3",),
+           equivalent="measured equivalent on 5.17.0: Gemma3Processor sets image_token to the "
+                      "tokenizer's boi_token (the soft token is tokenizer.image_token)"),
     # --- Legacy placeholders (transformers < 5.15) ---------------------------------------------
     Mutant("legacy-special-tokens", "Legacy: HF processor call on the decoded prompt",
            '"add_special_tokens": False,',
@@ -371,7 +374,9 @@ def outcome(mutant: Mutant, reference: dict, mutated: dict) -> dict:
         if ref["status"] in GOOD and cell["status"] in BAD:
             row["precise"] = is_comparison(cell)
             worse.append(row)
-        elif ref["status"] == "pass" and cell["status"] == "xfail":
+        elif cell["status"] == "xfail" and (ref["status"] == "pass" or
+                                            ref.get("detail") != cell.get("detail")):
+            # the mutant showed, but a known finding's evidence matched it: hidden
             row["finding"] = cell.get("finding", "")
             masked.append(row)
     if any(r["precise"] for r in worse):
@@ -453,7 +458,19 @@ def bench_mutation(only: tuple[str, ...] = ()) -> dict:
 
     after = {name: fingerprint(path) for name, path in watched.items()}
     assert after == before, f"the installed backend changed: {before} -> {after}"
+    return summarise(results, {
+        "reference_seconds": round(reference_seconds, 1),
+        "seconds_total": round(time.perf_counter() - started, 1),
+        "cell_timeout_s": CELL_TIMEOUT_S,
+        "installed_file_untouched": after == before, "installed_fingerprint": after,
+        "imported_from": where.replace(str(ROOT) + os.sep, ""),
+    })
+
+
+def summarise(results: list[dict], run: dict) -> dict:
+    """The score (precise kills / mutants, as issue #13 defines it), the outcomes, survivors."""
     precise = sum(r["outcome"] == "killed (precise)" for r in results)
+    equivalent = sum(bool(r.get("equivalent")) for r in results)
     counts: dict[str, int] = defaultdict(int)
     for r in results:
         counts[r["outcome"]] += 1
@@ -461,17 +478,60 @@ def bench_mutation(only: tuple[str, ...] = ()) -> dict:
         "vllm": "0.31.0", "backend_dir": str(BACKEND_DIR),
         "mutants": len(results), "precise_kills": precise,
         "score": round(precise / len(results), 3) if results else None, "target": 0.9,
+        "equivalent_mutants": equivalent,
+        "score_without_equivalent": (round(precise / (len(results) - equivalent), 3)
+                                     if len(results) > equivalent else None),
         "outcomes": dict(counts),
         "survivors": [{"id": r["id"], "outcome": r["outcome"], "step": r["step"],
-                       "should_catch": r.get("should_catch", "")}
+                       "should_catch": r.get("should_catch", ""),
+                       **({"equivalent": r["equivalent"]} if r.get("equivalent") else {})}
                       for r in results if r["outcome"] != "killed (precise)"],
         "results": results,
-        "reference_seconds": round(reference_seconds, 1),
-        "seconds_total": round(time.perf_counter() - started, 1),
-        "cell_timeout_s": CELL_TIMEOUT_S,
-        "installed_file_untouched": after == before, "installed_fingerprint": after,
-        "imported_from": where.replace(str(ROOT) + os.sep, ""),
+        **run,
     }
+
+
+def stored_cells(folder: Path) -> dict[tuple[str, str, str], dict]:
+    results = folder / "results.json"
+    if not results.exists():
+        return {}
+    return {(c["fixture"], c["version"], c["check"]): c
+            for c in json.loads(results.read_text())["cells"]}
+
+
+def rejudge(previous: dict) -> dict:
+    """Judge the stored runs (.mutation/runs) again, with the current mutant data and rules,
+    keeping the measured times: a change of judgement needs no hour of re-running."""
+    runs = WORK / "runs"
+    reference: dict = {}
+    for folder in sorted(runs.glob("reference-*")):
+        reference.update(stored_cells(folder))
+    by_id = {m.id: m for m in MUTANTS}
+    results = []
+    for old in previous["results"]:
+        mutant = by_id[old["id"]]
+        row = {**asdict(mutant), **outcome(mutant, reference, stored_cells(runs / mutant.id)),
+               "seconds": old["seconds"]}
+        if row["outcome"] != "killed (precise)":
+            row["should_catch"] = SHOULD_CATCH.get(mutant.id, "see its cells")
+        results.append(row)
+    keep = ("reference_seconds", "seconds_total", "cell_timeout_s", "installed_file_untouched",
+            "installed_fingerprint", "imported_from")
+    return summarise(results, {k: previous[k] for k in keep if k in previous})
+
+
+def print_result(result: dict) -> None:
+    """One line per mutant: its outcome and the cell that decided it, then the score."""
+    for r in result["results"]:
+        cells = [c for c in r["killing_cells"] if c.get("precise")] or r["killing_cells"] \
+            or r["masked_cells"]
+        where = (f"{cells[0]['cell']} {cells[0]['was']} -> {cells[0]['now']}: "
+                 f"{cells[0]['evidence'][:110]}") if cells else r.get("should_catch", "")
+        print(f"{r['id']:34} {r['outcome']:25} {where}")
+    print(f"score {result['precise_kills']}/{result['mutants']} = {result['score']} "
+          f"(target {result['target']}; {result['equivalent_mutants']} equivalent: "
+          f"{result['score_without_equivalent']} without them); "
+          f"{result.get('seconds_total', 0) / 60:.0f} min")
 
 
 def main() -> int:
@@ -479,15 +539,23 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated mutant ids (default: all)")
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument("--json", help="write the result here")
+    parser.add_argument("--rejudge", metavar="BENCH_JSON",
+                        help="judge the stored runs again and rewrite BENCH_JSON's 'mutation'")
     args = parser.parse_args()
     if args.list:
         for m in MUTANTS:
             print(f"{m.id:34} {m.step:55} {','.join(m.fixtures)}@{','.join(m.versions)}")
         return 0
+    if args.rejudge:
+        bench = json.loads(Path(args.rejudge).read_text())
+        bench["mutation"] = {**rejudge(bench["mutation"]),
+                             "measured": bench["mutation"].get("measured")}
+        Path(args.rejudge).write_text(json.dumps(bench, indent=2, sort_keys=True) + "\n")
+        print_result(bench["mutation"])
+        return 0
     only = tuple(p for p in (args.only or "").split(",") if p)
     result = bench_mutation(only)
-    print(f"score {result['precise_kills']}/{result['mutants']} = {result['score']} "
-          f"({result['seconds_total']:.0f} s)")
+    print_result(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0

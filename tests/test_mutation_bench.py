@@ -75,3 +75,7 @@ def test_outcome_of_a_mutant() -> None:
     assert mutation.outcome(mutant, reference, masked)["outcome"] == \
         "masked by a known finding"
     assert mutation.outcome(mutant, reference, reference)["outcome"] == "survived"
+    other_evidence = {**reference, (fixture, version, "errors"): {"status": "xfail",
+                                                                 "detail": "known, other"}}
+    assert mutation.outcome(mutant, reference, other_evidence)["outcome"] == \
+        "masked by a known finding"
