@@ -44,6 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"  # ignored by git: the private copy and the runs
 PRIVATE = WORK / "vllm-pkg"  # holds the copied `vllm` package; first on the workers' path
+RUNS = WORK / "runs"  # one folder per run (results.json) and its time (NAME.seconds)
 BACKEND_DIR = Path("vllm/model_executor/models/transformers")
 LEGACY, OFFSETS = "5.12.1", "5.17.0"  # one version per placeholder strategy
 CELL_TIMEOUT_S = 300  # a mutant that makes hypothesis shrink for longer is a timeout
@@ -271,12 +272,17 @@ def replace_file(path: Path, text: str) -> None:
         pyc.unlink()
 
 
-def private_copy(installed: Path) -> Path:
+def private_dir(lane: int = 0) -> Path:
+    """Each lane (a benchmark process running beside others) plants into its own copy."""
+    return PRIVATE if lane == 0 else PRIVATE.with_name(f"{PRIVATE.name}-{lane}")
+
+
+def private_copy(installed: Path, lane: int = 0) -> Path:
     """`.mutation/vllm-pkg/vllm`, a real copy of the installed package; files a killed earlier
     run left mutated are restored from the installed originals."""
-    target = PRIVATE / "vllm"
+    target = private_dir(lane) / "vllm"
     if not target.exists():
-        PRIVATE.mkdir(parents=True, exist_ok=True)
+        private_dir(lane).mkdir(parents=True, exist_ok=True)
         # cp -a: new inodes (never -l), timestamps kept so the copied .pyc stay valid
         subprocess.run(["cp", "-a", str(installed), str(target)], check=True)
     for name in {m.file for m in MUTANTS}:
@@ -409,23 +415,38 @@ SHOULD_CATCH = {
 }
 
 
-def bench_mutation(only: tuple[str, ...] = ()) -> dict:
+def timed_run(name: str, resume: bool, run) -> tuple[dict, float]:
+    """`run()` unless `resume` and its stored run and time exist; (cells, seconds)."""
+    seconds_file = RUNS / f"{name}.seconds"
+    if resume and seconds_file.exists() and (RUNS / name / "results.json").exists():
+        return stored_cells(RUNS / name), float(seconds_file.read_text())
+    t0 = time.perf_counter()
+    cells = run()
+    seconds = time.perf_counter() - t0
+    seconds_file.write_text(f"{seconds:.1f}\n")
+    return cells, seconds
+
+
+def bench_mutation(only: tuple[str, ...] = (), *, lane: int = 0, resume: bool = False) -> dict:
+    """Every chosen mutant's outcome. `resume`: runs already stored (with their time) are
+    judged, not re-run; `lane`: which private copy this process plants into."""
     started = time.perf_counter()
     chosen = [m for m in MUTANTS if not only or m.id in only]
     installed = installed_package()
     watched = {name: installed / BACKEND_DIR.relative_to("vllm") / name
                for name in sorted({m.file for m in MUTANTS})}
     before = {name: fingerprint(path) for name, path in watched.items()}
-    copy = private_copy(installed)
+    copy = private_copy(installed, lane)
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", TOKENIZERS_PARALLELISM="false")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PRIVATE), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(private_dir(lane)),
+                                                    env.get("PYTHONPATH")) if p)
     where = imported_from(env)
     assert where.startswith(str(copy)), f"vllm imported from {where}, not the private copy"
     for mutant in chosen:  # every mutant applies to exactly one line before any run
         mutated_text((installed / BACKEND_DIR.relative_to("vllm") / mutant.file).read_text(),
                      mutant)
 
-    runs = WORK / "runs"
+    RUNS.mkdir(parents=True, exist_ok=True)
     by_version: dict[str, set[str]] = defaultdict(set)
     for mutant in chosen:
         for version in mutant.versions:
@@ -433,21 +454,23 @@ def bench_mutation(only: tuple[str, ...] = ()) -> dict:
     reference: dict = {}
     reference_seconds = 0.0
     for version, fixtures in sorted(by_version.items()):
-        t0 = time.perf_counter()
-        reference.update(run_matrix(sorted(fixtures), [version],
-                                    runs / f"reference-{version}", env))
-        reference_seconds += time.perf_counter() - t0
-        print(f"reference {version} ({time.perf_counter() - t0:.0f} s): {sorted(fixtures)}",
-              flush=True)
+        name = f"reference-{version}"
+        cells, seconds = timed_run(name, resume, lambda v=version, f=fixtures, n=name:
+                                   run_matrix(sorted(f), [v], RUNS / n, env))
+        reference.update(cells)
+        reference_seconds += seconds
+        print(f"reference {version} ({seconds:.0f} s): {sorted(fixtures)}", flush=True)
 
     results = []
     for mutant in chosen:
-        t0 = time.perf_counter()
-        with planted(copy, installed, mutant):
-            mutated = run_matrix(list(mutant.fixtures), list(mutant.versions),
-                                 runs / mutant.id, env)
+        def run(mutant: Mutant = mutant) -> dict:
+            with planted(copy, installed, mutant):
+                return run_matrix(list(mutant.fixtures), list(mutant.versions),
+                                  RUNS / mutant.id, env)
+
+        mutated, seconds = timed_run(mutant.id, resume, run)
         row = {**asdict(mutant), **outcome(mutant, reference, mutated),
-               "seconds": round(time.perf_counter() - t0, 1)}
+               "seconds": round(seconds, 1)}
         if row["outcome"] != "killed (precise)":
             row["should_catch"] = SHOULD_CATCH.get(mutant.id, "see its cells")
         results.append(row)
@@ -500,24 +523,30 @@ def stored_cells(folder: Path) -> dict[tuple[str, str, str], dict]:
 
 
 def rejudge(previous: dict) -> dict:
-    """Judge the stored runs (.mutation/runs) again, with the current mutant data and rules,
-    keeping the measured times: a change of judgement needs no hour of re-running."""
-    runs = WORK / "runs"
+    """Judge every stored run (.mutation/runs, with its time) again with the current mutant
+    data and rules: a change of judgement, or runs made by several lanes, need no re-running."""
     reference: dict = {}
-    for folder in sorted(runs.glob("reference-*")):
+    reference_seconds = 0.0
+    for folder in sorted(p for p in RUNS.glob("reference-*") if p.is_dir()):
         reference.update(stored_cells(folder))
-    by_id = {m.id: m for m in MUTANTS}
+        reference_seconds += float((RUNS / f"{folder.name}.seconds").read_text())
     results = []
-    for old in previous["results"]:
-        mutant = by_id[old["id"]]
-        row = {**asdict(mutant), **outcome(mutant, reference, stored_cells(runs / mutant.id)),
-               "seconds": old["seconds"]}
+    for mutant in MUTANTS:
+        seconds_file = RUNS / f"{mutant.id}.seconds"
+        if not seconds_file.exists():
+            continue
+        row = {**asdict(mutant), **outcome(mutant, reference, stored_cells(RUNS / mutant.id)),
+               "seconds": float(seconds_file.read_text())}
         if row["outcome"] != "killed (precise)":
             row["should_catch"] = SHOULD_CATCH.get(mutant.id, "see its cells")
         results.append(row)
-    keep = ("reference_seconds", "seconds_total", "cell_timeout_s", "installed_file_untouched",
-            "installed_fingerprint", "imported_from")
-    return summarise(results, {k: previous[k] for k in keep if k in previous})
+    keep = ("cell_timeout_s", "installed_file_untouched", "installed_fingerprint",
+            "imported_from", "seconds_total")
+    return summarise(results, {
+        **{k: previous[k] for k in keep if k in previous},
+        "reference_seconds": round(reference_seconds, 1),
+        "run_seconds": round(reference_seconds + sum(r["seconds"] for r in results), 1),
+    })
 
 
 def print_result(result: dict) -> None:
@@ -539,6 +568,11 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated mutant ids (default: all)")
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument("--json", help="write the result here")
+    parser.add_argument("--resume", action="store_true",
+                        help="judge runs already stored under .mutation/runs instead of "
+                             "re-running them")
+    parser.add_argument("--lane", type=int, default=0,
+                        help="private copy to plant into (another process runs beside)")
     parser.add_argument("--rejudge", metavar="BENCH_JSON",
                         help="judge the stored runs again and rewrite BENCH_JSON's 'mutation'")
     args = parser.parse_args()
@@ -548,13 +582,14 @@ def main() -> int:
         return 0
     if args.rejudge:
         bench = json.loads(Path(args.rejudge).read_text())
-        bench["mutation"] = {**rejudge(bench["mutation"]),
-                             "measured": bench["mutation"].get("measured")}
+        previous = bench.get("mutation", {})
+        bench["mutation"] = {**rejudge(previous),
+                             "measured": previous.get("measured", time.strftime("%Y-%m-%d"))}
         Path(args.rejudge).write_text(json.dumps(bench, indent=2, sort_keys=True) + "\n")
         print_result(bench["mutation"])
         return 0
     only = tuple(p for p in (args.only or "").split(",") if p)
-    result = bench_mutation(only)
+    result = bench_mutation(only, lane=args.lane, resume=args.resume)
     print_result(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
