@@ -127,15 +127,17 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("offsets-embed-token-last", "replacements: embedding token of a replacement",
            "return int(replacement_ids.mode().values)",
            "return int(replacement_ids[-1])",
-           "assuming a replacement ends in the token that holds embeddings (true for llava, "
-           "not where an end marker closes it)",
-           ("qwen2_vl",)),
+           "assuming a replacement ends in the token that holds embeddings (true for llava and "
+           "the Qwen-VL family, whose replacements are pads only; not where an end marker "
+           "closes it, as Idefics3's <fake_token_around_image>)",
+           ("idefics3",)),
     Mutant("offsets-is-embed-all", "replacements: is_embed",
            "PromptUpdateDetails.select_token_id(",
            "(lambda seq, _token: PromptUpdateDetails.from_seq(seq))(",
            "the replacement given without selecting its embedding token: every position of it "
-           "is marked as an embedding",
-           ("qwen2_vl",)),
+           "is marked as an embedding (only visible where a replacement holds markers: "
+           "Idefics3's tile markers; Qwen-VL replacements are pads only)",
+           ("idefics3",)),
     Mutant("offsets-replacement-special-tokens", "Offsets: replacement text encoded",
            'cached_encode(tokenizer, entry["replacement"], add_special_tokens=False)',
            'cached_encode(tokenizer, entry["replacement"], add_special_tokens=True)',
@@ -233,7 +235,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "offset, length = position.offset, position.length",
            "offset, length = position.offset, position.get_num_embeds()",
            "only the embedding positions marked, the markers around them left as text",
-           ("qwen2_vl",)),
+           ("qwen2_vl",),
+           equivalent="on every M-RoPE fixture (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V) an image's "
+                      "replacement is its pad tokens only, so a placeholder's length is its "
+                      "number of embeddings on both paths"),
     Mutant("forward-positions-axis", "M-RoPE: positions passed to the decoder",
            "positions = positions[:, None].contiguous()",
            "positions = positions[None].contiguous()",
