@@ -545,10 +545,15 @@ def rejudge(previous: dict) -> dict:
         if row["outcome"] != "killed (precise)":
             row["should_catch"] = SHOULD_CATCH.get(mutant.id, "see its cells")
         results.append(row)
-    keep = ("cell_timeout_s", "installed_file_untouched", "installed_fingerprint",
-            "imported_from", "seconds_total")
+    keep = ("installed_file_untouched", "imported_from", "seconds_total")
+    installed = installed_package()
     return summarise(results, {
         **{k: previous[k] for k in keep if k in previous},
+        "cell_timeout_s": CELL_TIMEOUT_S,
+        "pending": [m.id for m in MUTANTS if m.id not in {r["id"] for r in results}],
+        # the installed file as it is now: its inode and link count show it was never replaced
+        "installed_fingerprint": {name: fingerprint(installed / BACKEND_DIR.relative_to("vllm")
+                                                    / name) for name in {m.file for m in MUTANTS}},
         "reference_seconds": round(reference_seconds, 1),
         "run_seconds": round(reference_seconds + sum(r["seconds"] for r in results), 1),
     })
@@ -565,7 +570,7 @@ def print_result(result: dict) -> None:
     print(f"score {result['precise_kills']}/{result['mutants']} = {result['score']} "
           f"(target {result['target']}; {result['equivalent_mutants']} equivalent: "
           f"{result['score_without_equivalent']} without them); "
-          f"{result.get('seconds_total', 0) / 60:.0f} min")
+          f"{result.get('seconds_total', result.get('run_seconds', 0)) / 60:.0f} min of runs")
 
 
 def main() -> int:
