@@ -33,6 +33,12 @@ for impl in ("vllm", "transformers"):
         print(impl, "accepted: placeholders", placed)
     except Exception as error:  # noqa: BLE001 - what each implementation does is the result
         print(impl, "raised", type(error).__name__, str(error)[:200])
-# transformers 5.24.0 prompt '<audio_soft_token>\n<audio_soft_token>' 1 audio item
-# vllm raised RuntimeError Expected there to be 1 prompt placeholders corresponding to 1 audio items, but instead found 0 prompt placeholders! Make sure the implementation of `_apply_hf_processor_main` and `_get_mm_fields_confi
-# transformers accepted: placeholders {'audio': [(1, 28)]}
+
+# Output (the fixture built by fixtures/ on transformers 5.24.0, 2026-12-01):
+OUTPUT = """
+transformers 5.24.0 prompt '<audio_soft_token>\n<audio_soft_token>' 1 audio item
+vllm raised RuntimeError Expected there to be 1 prompt placeholders corresponding to 1 audio
+    items, but instead found 0 prompt placeholders! Make sure the implementation of
+    `_apply_hf_processor_main` and `_get_mm_fields_confi
+transformers accepted: placeholders {'audio': [(1, 28)]}
+"""
