@@ -22,6 +22,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
         # the baseline's release against each release of the run: findings fixed and new
         pinned = [v for v in baseline if v.vllm == args.baseline_vllm]
+        if args.baseline_version is not None:  # as the gate compares: that version's cells
+            pinned = [Verdict(**{**v.__dict__, "version": version})
+                      for version in {c.version for c in current} for v in pinned
+                      if v.version == args.baseline_version]
         for label in sorted({v.vllm for v in current} - {args.baseline_vllm}, key=sort_key):
             print("\n".join(render_lines(compare_releases(pinned + current,
                                                            args.baseline_vllm, label))))
