@@ -11,12 +11,11 @@ native vLLM's; exit 1: it does not (the finding shows).
 import sys
 
 import numpy as np
+import vllm
+import vllm.transformers_utils.processors as vllm_processors
 from PIL import Image
 from vllm.config import ModelConfig
 from vllm.multimodal import MULTIMODAL_REGISTRY
-
-import vllm
-import vllm.transformers_utils.processors as vllm_processors
 
 path = sys.argv[1]
 print("vLLM", vllm.__version__, "| vllm.transformers_utils.processors lists InternVLProcessor:",
