@@ -122,12 +122,14 @@ def test_the_findings_document_says_which_vllm_shows_each_finding():
         return parse({"id": "x", "title": "t", "reason": "r", "fixtures": ["llava"],
                       "evidence": {"cache": ["differ"]}, **extra})
 
-    assert MEASURED_VLLMS == ("0.31.0", "0.32.0")
+    assert list(MEASURED_VLLMS) == ["0.31.0", "0.32.0"]
     assert [shown_on(finding(), v) for v in MEASURED_VLLMS] == ["yes", "yes"]
     assert shown_on(finding(vllm="<0.32.0"), "0.32.0") == "fixed"
     # 0.32.0's window starts at 5.16.1: a Legacy-path finding cannot show there
     assert shown_on(finding(versions="<5.15"), "0.32.0") == "n/a"
     assert shown_on(finding(versions="<5.15"), "0.31.0") == "yes"
+    # inside 0.32.0's window (5.16.x) but below every version its matrix ran
+    assert shown_on(finding(versions=">=5.15,<5.17"), "0.32.0") == "not measured"
     text = findings_markdown()
     assert "| finding | title | transformers | vLLM | vLLM 0.31.0 | vLLM 0.32.0 |" in text
     assert "- vLLM: all (shown by vLLM 0.31.0 yes, 0.32.0 yes)" in text

@@ -16,9 +16,14 @@ from impl.version import bounds, in_range, matches
 DOCUMENT = ROOT / "docs" / "findings.md"
 WIDTH = 100
 
-MEASURED_VLLMS = ("0.31.0", "0.32.0")
-"""The releases every finding was measured on (their default matrix; 0.33.0 has no CPU build
-and was never run here). A finding a release fixed has a vLLM bound that excludes it."""
+MEASURED_VLLMS: dict[str, tuple[str, ...]] = {
+    "0.31.0": ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.24.0"),
+    "0.32.0": ("5.17.0", "5.19.0", "5.20.2", "5.24.0"),
+}
+"""The releases every finding was measured on, with the transformers versions of their matrix
+(0.33.0 has no CPU build and was never run here). A finding a release fixed has a vLLM bound
+that excludes it."""
+
 
 INTRO = """\
 Disagreements found between vLLM's Transformers backend (or `impl`, which reproduces it) and
@@ -29,9 +34,10 @@ cases) is `xpass` (the finding is stale), and any other difference in the same c
 `fail`. A finding for every fixture or check (`*`) has an upper transformers bound or says why
 the whole cell is meaningless. Comparisons are never loosened.
 
-The vLLM columns say which release shows each finding: `yes`, `fixed` (the finding's vLLM bound
-excludes that release: its matrix no longer shows it) or `n/a` (all the finding's transformers
-versions lie below the release's window, which it cannot run)."""
+The vLLM columns say which release shows each finding: `yes` (on the transformers versions its
+matrix ran), `fixed` (the finding's vLLM bound excludes that release: its matrix no longer shows
+it), `n/a` (all the finding's transformers versions lie below the release's window, which it
+cannot run) or `not measured` (none of the versions its matrix ran is in the finding's range)."""
 
 
 def _code(text: str) -> str:
@@ -63,13 +69,15 @@ def _options(finding: Finding) -> str:
 
 def shown_on(finding: Finding, vllm: str) -> str:
     """Whether release `vllm` shows the finding: yes, fixed (its vLLM bound), n/a (every
-    transformers version of the finding is below the release's window)."""
+    transformers version of the finding is below the release's window), not measured."""
     if not matches(vllm, finding.vllm):
         return "fixed"
+    if any(matches(version, finding.versions) for version in MEASURED_VLLMS[vllm]):
+        return "yes"
     _, upper = bounds(finding.versions)
     if upper is not None and not in_range(RELEASES[vllm].window[0], None, upper):
         return "n/a"
-    return "yes"
+    return "not measured"
 
 
 def _shown(finding: Finding) -> str:
