@@ -99,5 +99,5 @@ sys.exit(0 if same else 1)
 # (<|begin_of_image|>): its `_get_embed_token_id` takes the mode of the replacement ids, and with
 # one <|image|> per frame group <|begin_of_image|> (id 10), <|image|> (14) and <|end_of_image|>
 # (11) tie, and torch.mode returns the smallest. Real GLM-4V frames have many <|image|> tokens
-# each, where the mode is right; the tiny fixture's frames are one token each. Not recorded as a finding: video is not in
-# the matrix yet.
+# each, where the mode is right; the tiny fixture's frames are one token each. Not recorded as
+# a finding: video is not in the matrix yet.
