@@ -142,6 +142,22 @@ def test_gate_compares_a_vllm_with_the_baselines_of_another():
     assert [now.check for _, now in moved.fixed] == ["errors"]
 
 
+def test_gate_fails_a_known_failure_that_is_bad_now():
+    from conformance.results.gate import compare, render
+
+    baseline = [Verdict("internvl", "5.17.0", "cache", "xfail", subject="impl",
+                        finding="internvl-processor-shadowed"),
+                Verdict("llava", "5.17.0", "errors", "xfail", subject="impl")]
+    current = [Verdict("internvl", "5.17.0", "cache", "xpass", "listed as known but passed",
+                       subject="impl", vllm="0.32.0"),
+               Verdict("llava", "5.17.0", "errors", "fail", "another difference",
+                       subject="impl", vllm="0.32.0")]
+    result = compare(baseline, current, baseline_vllm="0.31.0")
+    assert [now.status for _, now in result.known_now_bad] == ["xpass", "fail"]
+    assert not result.ok and not result.regressions
+    assert "KNOWN IN THE BASELINE, BAD NOW (2)" in render(result)
+
+
 def test_a_finding_with_a_vllm_bound_applies_only_to_those_releases():
     from conformance.expectations import parse
 
