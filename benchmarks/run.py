@@ -13,7 +13,11 @@
   environment with that version (target: ratio <= 0.1 and <= 20 s);
 - vllm-approach: cached-vs-uncached comparisons done as vLLM's test_common.py does them
   (a baseline and a cached processor per comparison) against this harness's cache check;
-- cold-start: the model cold start per tiny fixture (benchmarks/cold_start.py, target <= 5 s).
+- cold-start: the model cold start per tiny fixture (benchmarks/cold_start.py, target <= 5 s);
+- mutation: one-line mutants planted into a private copy of vLLM's Transformers backend, each
+  run through the matrix on the fixtures that exercise it; the share a comparison catches
+  (benchmarks/mutation.py, target >= 0.9). Not part of the default set: it takes most of an
+  hour on two cores.
 """
 
 from __future__ import annotations
@@ -271,6 +275,13 @@ def bench_cold_start() -> dict:
         return json.loads(out.read_text())
 
 
+def bench_mutation() -> dict:
+    """benchmarks/mutation.py: every mutant, against an unmutated run of the same cells."""
+    from benchmarks.mutation import bench_mutation as run
+
+    return run()
+
+
 BENCHES = {
     "overhead": bench_overhead,
     "column": bench_column,
@@ -279,17 +290,18 @@ BENCHES = {
     "switch": bench_switch,
     "vllm-approach": bench_vllm_approach,
     "cold-start": bench_cold_start,
+    "mutation": bench_mutation,
 }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="comma-separated benchmarks (default: all)")
+    parser.add_argument("--only", help="comma-separated benchmarks (default: all but mutation)")
     parser.add_argument("--output", default=str(ROOT / "reports" / "bench.json"))
     parser.add_argument("--from-run", help="matrix: take a finished default-matrix run folder")
     args = parser.parse_args()
     # the full matrix and the test command take minutes each: on request only
-    default = [b for b in BENCHES if b not in ("matrix", "tests")]
+    default = [b for b in BENCHES if b not in ("matrix", "tests", "mutation")]
     chosen = [b for b in (args.only.split(",") if args.only else default) if b]
     if unknown := [b for b in chosen if b not in BENCHES]:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)} (known: {', '.join(BENCHES)})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import typing
@@ -13,18 +14,29 @@ import torch
 
 def accepted_kwargs(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Drop the keyword arguments `fn` cannot take; all of them pass if it takes `**kwargs`."""
+    # a callable object's signature is its class's: read once per class, not once per call
+    usable = _keyword_names(fn if inspect.isroutine(fn) else type(fn))
+    if usable is None:
+        return dict(kwargs)
+    return {name: value for name, value in kwargs.items() if name in usable}
+
+
+@functools.lru_cache(maxsize=512)
+def _keyword_names(target: Any) -> frozenset[str] | None:
+    """The keyword arguments `target` (a routine, or a class whose instances are called) takes;
+    None when it takes any (`**kwargs`) or has no readable signature."""
     try:
-        params = inspect.signature(fn).parameters
+        function = target.__call__ if isinstance(target, type) else target
+        params = inspect.signature(function).parameters
     except (TypeError, ValueError):
-        return dict(kwargs)
+        return None
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return dict(kwargs)
-    usable = {
+        return None
+    return frozenset(
         name
         for name, p in params.items()
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    }
-    return {name: value for name, value in kwargs.items() if name in usable}
+    )
 
 
 MODALITY_KWARGS = ("text_kwargs", "images_kwargs", "videos_kwargs", "audio_kwargs")

@@ -1,70 +1,141 @@
 """cache: processing is a pure function of each item, so caching items by hash is sound.
 
-With vLLM's processor cache on and off the outputs are equal; a second identical request hits
-the cache and returns the same; an item's hash and data are the same alone and inside the
-batch, in either order; a text prompt and its token ids give the same output.
+Each sub-property is judged on its own (a known failure of one hides nothing of the others):
+a text prompt and its token ids give the same output; with vLLM's processor cache on and off
+the outputs are equal, a repeated request hits the cache and returns the same, a request whose
+first item alone was cached before (a partial hit) and one whose items were cached in the other
+order (a reordered hit) give what they give uncached, and the backend's cached outputs equal
+native vLLM's through native's own cache; an item's hash and data are the same alone and inside
+the batch, in either order.
 """
 
 from __future__ import annotations
 
-from conformance.checks.contract import PASS, Check, Outcome, Proof
-from conformance.checks.differences import output_difference, value_difference
+from typing import Any
+
+from conformance.checks.contract import Check, Outcome, Proof
+from conformance.checks.differences import output_difference, prompt_difference, value_difference
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
 
+FORM = "prompt form"
+ON_OFF = "cache on vs off"
+REPEATED = "repeated request"
+PARTIAL = "partial hit"
+REORDERED = "reordered hit"
+NATIVE = "cached vs native's cache"
+ALONE = "alone vs batch"
+ORDER = "order"
+
+
+def claims(ctx: Context) -> tuple[str, ...]:
+    cached = hasattr(ctx.subject, "new_cache")
+    several = ctx.recipe.max_items >= 2
+    return (FORM, ALONE, *((ON_OFF, REPEATED) if cached else ()),
+            *((PARTIAL, REORDERED) if cached and several else ()),
+            *((NATIVE,) if cached and "vllm-native" in ctx.oracles else ()),
+            *((ORDER,) if several else ()))
+
+
+def cached_sequence(subject: Any, case: Case) -> dict[str, Any]:
+    """The requests a server sees, through one processor cache: the case, again, its first item
+    alone then the case (a partial hit), and the case with its items reversed (a reordered
+    hit, each item cached before)."""
+    out: dict[str, Any] = {}
+    cache = subject.new_cache(case.processor_kwargs)
+    out["first"] = subject.process(case, cache=cache)
+    out["second"] = subject.process(case, cache=cache)
+    out["hits"] = cache.make_stats().hits
+    if len(case.media) > 1:
+        partial = subject.new_cache(case.processor_kwargs)
+        subject.process(case.single(0), cache=partial)
+        out["partial"] = subject.process(case, cache=partial)
+        out["reordered"] = subject.process(case.with_media(tuple(reversed(case.media))),
+                                           cache=cache)
+    return out
+
 
 def run(ctx: Context, case: Case) -> Outcome:
-    subject = ctx.subject
+    subject, modality = ctx.subject, case.modality
+    differences: list[str] = []
+    exercised = {FORM, ALONE}
     base = ctx.subject_output(case)
+    flipped = (ctx.subject_output(case.with_media(tuple(reversed(case.media))))
+               if len(case.media) > 1 else None)
     if difference := output_difference(base, subject.process(case, as_tokens=True)):
-        return Outcome(False, f"token prompt vs text prompt: {difference}")
+        differences.append(f"token prompt vs text prompt: {difference}")
     if hasattr(subject, "new_cache"):
-        cache = subject.new_cache(case.processor_kwargs)
-        first = subject.process(case, cache=cache)
-        if difference := output_difference(base, first):
-            return Outcome(False, f"cache on vs off: {difference}")
-        second = subject.process(case, cache=cache)
-        if difference := output_difference(first, second):
-            return Outcome(False, f"second identical request (cached) vs first: {difference}")
-        hits = cache.make_stats().hits
-        if case.media and hits == 0:
-            return Outcome(False, "a second identical request did not hit the processor cache")
-    modality = case.modality
+        mine = cached_sequence(subject, case)
+        exercised |= {ON_OFF, REPEATED}
+        if difference := output_difference(base, mine["first"]):
+            differences.append(f"cache on vs off: {difference}")
+        if difference := output_difference(mine["first"], mine["second"]):
+            differences.append(f"second identical request (cached) vs first: {difference}")
+        if case.media and mine["hits"] == 0:
+            differences.append("a second identical request did not hit the processor cache")
+        if "partial" in mine:
+            exercised |= {PARTIAL, REORDERED}
+            if difference := output_difference(base, mine["partial"]):
+                differences.append(f"partial hit (item 0 cached alone before) vs uncached: "
+                                   f"{difference}")
+            if difference := output_difference(flipped, mine["reordered"]):
+                differences.append(f"reordered hit (items cached in the other order) vs "
+                                   f"uncached: {difference}")
+        if "vllm-native" in ctx.oracles:
+            try:
+                native = cached_sequence(ctx.oracles["vllm-native"], case)
+            except Exception:  # native rejects the case: nothing to compare, not the subject's
+                native = None
+            if native is not None:
+                exercised.add(NATIVE)
+                for step in ("second", "partial", "reordered"):
+                    if step in native and step in mine and (difference := prompt_difference(
+                            native[step], mine[step], ("vllm-native", ctx.subject.name))):
+                        differences.append(f"{step} request through each one's cache: "
+                                           f"{difference}")
+                        break
     for index in range(len(case.media)):
         alone = ctx.subject_output(case.single(index))
         batch_hash = base.item_hashes.get(modality, ())[index:index + 1]
         alone_hash = alone.item_hashes.get(modality, ())[:1]
         if batch_hash != alone_hash:
-            return Outcome(False, f"{modality} item {index}: hash {batch_hash} in the batch but "
-                                  f"{alone_hash} alone: the hash depends on its neighbours")
+            differences.append(f"{modality} item {index}: hash {batch_hash} in the batch but "
+                               f"{alone_hash} alone: the hash depends on its neighbours")
+            break
         if difference := value_difference(alone.item_fields.get(modality, [{}])[0],
                                           base.item_fields.get(modality, [])[index],
                                           f"{modality} item {index} alone vs in batch"):
-            return Outcome(False, difference)
-    if len(case.media) > 1:
-        flipped = ctx.subject_output(case.with_media(tuple(reversed(case.media))))
-        count = len(case.media)
-        for index in range(count):
-            mirror = count - 1 - index
-            if difference := value_difference(
-                base.item_fields.get(modality, [])[index],
-                flipped.item_fields.get(modality, [])[mirror],
-                f"{modality} item {index} vs the same item at {mirror} in reversed order",
-            ):
-                return Outcome(False, difference)
-            if base.item_hashes.get(modality, ())[index:index + 1] != \
-                    flipped.item_hashes.get(modality, ())[mirror:mirror + 1]:
-                return Outcome(False, f"{modality} item {index}: hash changes when the order "
-                                      "of items is reversed")
-    return PASS
+            differences.append(difference)
+            break
+    if flipped is not None:
+        exercised.add(ORDER)
+        differences += order_differences(case, base, flipped)[:1]
+    return Outcome.judged(differences, exercised)
+
+
+def order_differences(case: Case, base: Any, flipped: Any) -> list[str]:
+    modality, count, out = case.modality, len(case.media), []
+    for index in range(count):
+        mirror = count - 1 - index
+        if difference := value_difference(
+            base.item_fields.get(modality, [])[index],
+            flipped.item_fields.get(modality, [])[mirror],
+            f"{modality} item {index} vs the same item at {mirror} in reversed order",
+        ):
+            out.append(difference)
+        if base.item_hashes.get(modality, ())[index:index + 1] != \
+                flipped.item_hashes.get(modality, ())[mirror:mirror + 1]:
+            out.append(f"{modality} item {index}: hash changes when the order of items is "
+                       "reversed")
+    return out
 
 
 CHECK = Check(
     id="cache",
-    statement="Outputs are independent of the cache, of neighbours and order, and of prompt "
-              "form.",
+    statement="Outputs are independent of the cache (repeated, partial and reordered hits, "
+              "and as native's cache gives them), of neighbours and order, and of prompt form.",
     hint="an item's processed data depends on its neighbours or on the prompt form: batch "
          "padding that image_sizes does not describe, or a hash that is not per item",
-    level="case", run=run,
+    level="case", run=run, claims=claims,
     proof=Proof("hash-neighbours", "llava", "depends on its neighbours"),
 )

@@ -157,6 +157,20 @@ def _backend_offset_shift() -> list[Any]:
     return patches
 
 
+def _backend_budget_halved() -> list[Any]:
+    """vLLM's backend reports half the embeddings per item its largest item has."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    info = multimodal.MultiModalProcessingInfo
+    original = info.get_mm_max_tokens_per_item
+
+    def halved(self: Any, *args: Any, **kwargs: Any) -> Any:
+        found = original(self, *args, **kwargs)
+        return {modality: n // 2 for modality, n in found.items()}
+
+    return [mock.patch.object(info, "get_mm_max_tokens_per_item", halved)]
+
+
 def _backend_logits_negated() -> list[Any]:
     """vLLM's backend model returns the negated logits: every greedy choice changes."""
     from vllm.model_executor.models.transformers.causal import CausalMixin
@@ -183,6 +197,7 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "options-ignored": _options_ignored,
     "errors-swallowed": _errors_swallowed,
     "backend-offset-shift": _backend_offset_shift,
+    "backend-budget-halved": _backend_budget_halved,
     "backend-logits-negated": _backend_logits_negated,
 }
 # media faults: hooks applied to the subject's items by the checkpoint-level checks

@@ -21,7 +21,7 @@ from conformance.subjects.context import Context, fixture_path
 from conformance.subjects.faults import FAULTS, MEDIA_FAULTS, planted
 from conformance.subjects.impl import ImplSubject
 from fixtures.recipe import Recipe
-from fixtures.registry import get_recipe
+from fixtures.registry import available_recipes, get_recipe
 
 pytestmark = pytest.mark.vllm
 
@@ -66,6 +66,25 @@ def test_the_fault_a_checkpoint_check_declares_makes_it_fail(check_id):
                             fault=proof.fault)
     assert faulty.status == "fail", faulty
     assert proof.evidence in faulty.detail, faulty.detail
+
+
+NATIVE_FIXTURES = [name for name in available_recipes() if get_recipe(name).native_in_vllm]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("fixture", NATIVE_FIXTURES)
+def test_the_encoder_check_sees_swapped_items_on_every_fixture(fixture):
+    # sensitivity on every fixture, not only the proof's: two distinct items swapped in the
+    # backend's request must change what the encoder check compares (a fixture whose weights
+    # embed every item alike, like an all-zero projector, would pass)
+    check, version = get_check("encoder"), transformers.__version__
+    recipe, key = get_recipe(fixture), CellKey(fixture, version, "vllm-backend", "encoder")
+    clean = run_checkpoint(key, recipe, check, lambda: fixture_path(fixture))
+    if clean.status != "pass":
+        pytest.skip(f"encoder on {fixture} is {clean.status} on {version}: needs a clean cell")
+    faulty = run_checkpoint(key, recipe, check, lambda: fixture_path(fixture),
+                            fault="swapped-items")
+    assert faulty.status == "fail", faulty
 
 
 def test_a_finding_behind_an_option_is_searched_after_the_default_options(tmp_path):

@@ -1,0 +1,80 @@
+"""profiling: the backend's encoder budget per item covers every item it serves and is native's.
+
+vLLM sizes its encoder cache and profiles memory from `get_mm_max_tokens_per_item` (the most
+embeddings one item of a modality can have). An item with more embeddings than that budget
+overflows what was reserved when it is served; a budget unlike native vLLM's reserves another
+amount of memory for the same checkpoint. The probes are the largest items the suites draw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.checks.contract import Check, Outcome, Proof
+from conformance.inputs.cases import Case
+from conformance.inputs.media import Media
+from conformance.inputs.strategies import AUDIO_SAMPLES, IMAGE_SIDES, MAX_ASPECT
+from conformance.subjects import vllm
+from fixtures.recipe import Recipe
+
+
+def probes(modality: str) -> tuple[Media, ...]:
+    """The largest items the suites draw: the biggest square and both extreme aspects."""
+    if modality == "audio":
+        return (Media("audio", samples=AUDIO_SAMPLES[1], seed=0),)
+    side, thin = IMAGE_SIDES[1], int(IMAGE_SIDES[1] / MAX_ASPECT) + 1
+    return tuple(Media("image", height=h, width=w, seed=i)
+                 for i, (h, w) in enumerate(((side, side), (side, thin), (thin, side))))
+
+
+def budget(path: str, impl: str, modality: str) -> int | None:
+    """What vLLM's encoder budget reads (`get_mm_max_toks_per_item`): the processor's max
+    tokens per item, or, where it reports none, the embeddings of its dummy inputs."""
+    from vllm.multimodal.encoder_budget import get_mm_max_toks_per_item
+
+    processor = vllm.create_processor(path, impl, {modality: 1})
+    return get_mm_max_toks_per_item(processor, {modality: 1}, cache=None).get(modality)
+
+
+def observed(recipe: Recipe, path: str, modality: str) -> dict[str, int]:
+    """Embeddings of each probe, each alone in a prompt, as the backend places them."""
+    subject = vllm.VllmSubject("vllm-backend", vllm.BACKEND, path, recipe)
+    out: dict[str, int] = {}
+    for media in probes(modality):
+        case = Case(recipe.name, modality, ("", ""), (media,))
+        placed = subject.process(case).placeholders.get(modality, ())
+        out[media.describe()] = sum(len(p.embed_positions) for p in placed)
+    return out
+
+
+def run(recipe: Recipe, path: str, **_: Any) -> Outcome:
+    differences: list[str] = []
+    data: dict[str, Any] = {}
+    for modality in recipe.modalities:
+        mine = budget(path, vllm.BACKEND, modality)
+        data[f"{modality}_backend_budget"] = mine
+        if recipe.placeholder.get(modality):  # an item must be placeable to be measured
+            sizes = observed(recipe, path, modality)
+            data[f"{modality}_observed"] = sizes
+            over = {what: n for what, n in sizes.items() if mine is not None and n > mine}
+            if over:
+                differences.append(f"{modality}: an item has more embeddings than the budget "
+                                   f"of {mine}: {over}")
+        if recipe.native_in_vllm:
+            native = budget(path, vllm.NATIVE, modality)
+            data[f"{modality}_native_budget"] = native
+            if native != mine:
+                differences.append(f"{modality}: budget per item: native {native} vs backend "
+                                   f"{mine}")
+    return Outcome.of("; ".join(differences) or None, data)
+
+
+CHECK = Check(
+    id="profiling",
+    statement="The backend's encoder budget per item (get_mm_max_tokens_per_item) covers the "
+              "largest items served and equals native vLLM's.",
+    hint="look at get_max_image_tokens / get_max_audio_tokens and the processor's token count "
+         "for the largest image size",
+    level="checkpoint", run=run,
+    proof=Proof("backend-budget-halved", "llava", "more embeddings than the budget"),
+)

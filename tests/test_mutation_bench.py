@@ -1,0 +1,81 @@
+"""The mutation benchmark's data and judgement, without running it (benchmarks/mutation.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import mutation  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def installed() -> Path:
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed")
+    return mutation.installed_package()
+
+
+def test_every_mutant_changes_exactly_one_line(installed: Path) -> None:
+    assert len(mutation.MUTANTS) >= 20
+    assert len({m.id for m in mutation.MUTANTS}) == len(mutation.MUTANTS)
+    for mutant in mutation.MUTANTS:
+        original = (installed / mutation.BACKEND_DIR.relative_to("vllm") / mutant.file
+                    ).read_text()
+        mutated = mutation.mutated_text(original, mutant)  # asserts one place, valid Python
+        changed = [(a, b) for a, b in zip(original.splitlines(), mutated.splitlines(),
+                                          strict=True) if a != b]
+        assert len(changed) == 1, mutant.id
+
+
+def test_replace_file_makes_a_new_inode(tmp_path: Path) -> None:
+    """The shared environment's files are hard links: a mutant never writes through one."""
+    original = tmp_path / "module.py"
+    original.write_text("x = 1\n")
+    link = tmp_path / "link.py"
+    link.hardlink_to(original)
+    mutation.replace_file(link, "x = 2\n")
+    assert original.read_text() == "x = 1\n"
+    assert link.stat().st_ino != original.stat().st_ino
+
+
+@pytest.mark.parametrize(("status", "detail", "precise"), [
+    ("fail", "vs vllm-native: prompt ids differ at position 5", True),
+    ("fail", "raised ValueError: The expanded prompt holds 3 image token(s)", False),
+    ("fail", "backend: TypeError: got an unexpected keyword argument", False),
+    ("fail", "backend on 'recipe prompt': RuntimeError: size; impl on 'x': 2 position(s) "
+             "differ, first at token 4", True),
+    ("fail", "backend image item 0: max abs 0.5", True),
+    ("error", "setup: ValueError: no", False),
+    ("timeout", "no verdict within 300 s", False),
+])
+def test_precise_means_a_comparison(status: str, detail: str, precise: bool) -> None:
+    assert mutation.is_comparison({"status": status, "detail": detail}) is precise
+
+
+def test_outcome_of_a_mutant() -> None:
+    mutant = mutation.MUTANTS[0]
+    fixture, version = mutant.fixtures[0], mutant.versions[0]
+    reference = {(fixture, version, "processing"): {"status": "pass", "detail": ""},
+                 (fixture, version, "errors"): {"status": "xfail", "detail": "known"},
+                 (fixture, version, "cache"): {"status": "pass", "detail": ""}}
+    crashed = {(fixture, version, "processing"): {"status": "error", "detail": "ValueError"},
+               (fixture, version, "errors"): {"status": "xfail", "detail": "known"},
+               (fixture, version, "cache"): {"status": "xfail", "detail": "known",
+                                            "finding": "f"}}
+    assert mutation.outcome(mutant, reference, crashed)["outcome"] == "killed (not precise)"
+    compared = {**crashed, (fixture, version, "cache"): {"status": "fail", "detail": "differ"}}
+    assert mutation.outcome(mutant, reference, compared)["outcome"] == "killed (precise)"
+    masked = {**reference, (fixture, version, "cache"): crashed[(fixture, version, "cache")]}
+    assert mutation.outcome(mutant, reference, masked)["outcome"] == \
+        "masked by a known finding"
+    assert mutation.outcome(mutant, reference, reference)["outcome"] == "survived"
+    other_evidence = {**reference, (fixture, version, "errors"): {"status": "xfail",
+                                                                 "detail": "known, other"}}
+    assert mutation.outcome(mutant, reference, other_evidence)["outcome"] == \
+        "masked by a known finding"
