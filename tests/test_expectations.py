@@ -125,6 +125,7 @@ def test_the_findings_document_says_which_vllm_shows_each_finding():
     assert list(MEASURED_VLLMS) == ["0.31.0", "0.32.0"]
     assert [shown_on(finding(), v) for v in MEASURED_VLLMS] == ["yes", "yes"]
     assert shown_on(finding(vllm="<0.32.0"), "0.32.0") == "fixed"
+    assert shown_on(finding(vllm=">=0.32.0"), "0.31.0") == "no"
     # 0.32.0's window starts at 5.16.1: a Legacy-path finding cannot show there
     assert shown_on(finding(versions="<5.15"), "0.32.0") == "n/a"
     assert shown_on(finding(versions="<5.15"), "0.31.0") == "yes"

@@ -35,9 +35,10 @@ cases) is `xpass` (the finding is stale), and any other difference in the same c
 the whole cell is meaningless. Comparisons are never loosened.
 
 The vLLM columns say which release shows each finding: `yes` (on the transformers versions its
-matrix ran), `fixed` (the finding's vLLM bound excludes that release: its matrix no longer shows
-it), `n/a` (all the finding's transformers versions lie below the release's window, which it
-cannot run) or `not measured` (none of the versions its matrix ran is in the finding's range)."""
+matrix ran), `fixed` (the finding's upper vLLM bound excludes that release: its matrix no longer
+shows it), `no` (below the finding's lower vLLM bound), `n/a` (all the finding's transformers
+versions lie below the release's window, which it cannot run) or `not measured` (none of the
+versions its matrix ran is in the finding's range)."""
 
 
 def _code(text: str) -> str:
@@ -71,7 +72,8 @@ def shown_on(finding: Finding, vllm: str) -> str:
     """Whether release `vllm` shows the finding: yes, fixed (its vLLM bound), n/a (every
     transformers version of the finding is below the release's window), not measured."""
     if not matches(vllm, finding.vllm):
-        return "fixed"
+        _, fixed_in = bounds(finding.vllm)
+        return "fixed" if fixed_in and not in_range(vllm, None, fixed_in) else "no"
     if any(matches(version, finding.versions) for version in MEASURED_VLLMS[vllm]):
         return "yes"
     _, upper = bounds(finding.versions)
