@@ -112,3 +112,25 @@ def test_readme_links_the_findings_document():
     section = readme.split("## Known incompatibilities", 1)[1].split("\n## ", 1)[0]
     assert "](docs/findings.md)" in section
     assert "| fixture | check |" not in readme  # the generated table lives in docs/ now
+
+
+def test_the_findings_document_says_which_vllm_shows_each_finding():
+    from conformance.expectations import parse
+    from conformance.expectations.document import MEASURED_VLLMS, shown_on
+
+    def finding(**extra):
+        return parse({"id": "x", "title": "t", "reason": "r", "fixtures": ["llava"],
+                      "evidence": {"cache": ["differ"]}, **extra})
+
+    assert list(MEASURED_VLLMS) == ["0.31.0", "0.32.0"]
+    assert [shown_on(finding(), v) for v in MEASURED_VLLMS] == ["yes", "yes"]
+    assert shown_on(finding(vllm="<0.32.0"), "0.32.0") == "fixed"
+    assert shown_on(finding(vllm=">=0.32.0"), "0.31.0") == "no"
+    # 0.32.0's window starts at 5.16.1: a Legacy-path finding cannot show there
+    assert shown_on(finding(versions="<5.15"), "0.32.0") == "n/a"
+    assert shown_on(finding(versions="<5.15"), "0.31.0") == "yes"
+    # inside 0.32.0's window (5.16.x) but below every version its matrix ran
+    assert shown_on(finding(versions=">=5.15,<5.17"), "0.32.0") == "not measured"
+    text = findings_markdown()
+    assert "| finding | title | transformers | vLLM | vLLM 0.31.0 | vLLM 0.32.0 |" in text
+    assert "- vLLM: all (shown by vLLM 0.31.0 yes, 0.32.0 yes)" in text

@@ -142,6 +142,22 @@ def test_gate_compares_a_vllm_with_the_baselines_of_another():
     assert [now.check for _, now in moved.fixed] == ["errors"]
 
 
+def test_gate_fails_a_known_failure_that_is_bad_now():
+    from conformance.results.gate import compare, render
+
+    baseline = [Verdict("internvl", "5.17.0", "cache", "xfail", subject="impl",
+                        finding="internvl-processor-shadowed"),
+                Verdict("llava", "5.17.0", "errors", "xfail", subject="impl")]
+    current = [Verdict("internvl", "5.17.0", "cache", "xpass", "listed as known but passed",
+                       subject="impl", vllm="0.32.0"),
+               Verdict("llava", "5.17.0", "errors", "fail", "another difference",
+                       subject="impl", vllm="0.32.0")]
+    result = compare(baseline, current, baseline_vllm="0.31.0")
+    assert [now.status for _, now in result.known_now_bad] == ["xpass", "fail"]
+    assert not result.ok and not result.regressions
+    assert "KNOWN IN THE BASELINE, BAD NOW (2)" in render(result)
+
+
 def test_a_finding_with_a_vllm_bound_applies_only_to_those_releases():
     from conformance.expectations import parse
 
@@ -154,3 +170,60 @@ def test_a_finding_with_a_vllm_bound_applies_only_to_those_releases():
     assert finding.describe_versions(finding.vllm) == "<0.32.0"
     with pytest.raises(ValueError):
         parse({**finding.__dict__, "evidence": {}, "vllm": "==0.32.0"})
+
+
+def _pair_run():
+    def cell(fixture, version, check, status, vllm, finding="", subject="vllm-backend"):
+        return Verdict(fixture, version, check, status, f"{status} detail", subject=subject,
+                       finding=finding, vllm=vllm)
+
+    return [
+        cell("gemma3", "5.17.0", "processing", "xfail", "0.31.0", "gemma3-offsets-newlines"),
+        cell("gemma3", "5.17.0", "processing", "pass", "0.32.0"),  # fixed by 0.32.0
+        cell("llava", "5.17.0", "cache", "pass", "0.31.0", subject="impl"),
+        cell("llava", "5.17.0", "cache", "xfail", "0.32.0", "tile-padding-not-unpadded",
+             subject="impl"),  # new on 0.32.0
+        cell("llava", "5.17.0", "errors", "pass", "0.31.0", subject="impl"),
+        cell("llava", "5.17.0", "errors", "fail", "0.32.0", subject="impl"),  # moved
+        cell("llava", "5.17.0", "slicing", "pass", "0.31.0", subject="impl"),
+        cell("llava", "5.17.0", "slicing", "pass", "0.32.0", subject="impl"),  # unchanged
+        cell("llava", "5.12.1", "cache", "xfail", "0.31.0", "legacy-bypasses-processor-cache",
+             subject="impl"),
+        cell("llava", "5.12.1", "cache", "n/a", "0.32.0", subject="impl"),  # below its window
+    ]
+
+
+def test_what_changed_between_two_releases():
+    from conformance.results.releases import compare_releases, render_lines
+
+    diff = compare_releases(_pair_run(), "0.31.0", "0.32.0")
+    assert diff.compared == 4 and diff.one_side == 1
+    # a finding shown only below the new release's window is not "fixed" by it
+    assert list(diff.fixed) == ["gemma3-offsets-newlines"]
+    assert list(diff.new_findings) == ["tile-padding-not-unpadded"]
+    assert [(was.status, now.status, now.check) for was, now in diff.moved] == [
+        ("xfail", "pass", "processing"), ("pass", "xfail", "cache"), ("pass", "fail", "errors")]
+    text = "\n".join(render_lines(diff))
+    assert "BETWEEN vLLM 0.31.0 AND vLLM 0.32.0" in text
+    assert "Findings fixed (1), shown by vLLM 0.31.0 only:\n  gemma3-offsets-newlines" in text
+    assert "llava/impl/errors@5.17.0: pass -> fail: fail detail" in text
+    assert "xfail (gemma3-offsets-newlines) -> pass" in text
+    assert compare_releases(_pair_run(), "0.31.0", "0.31.0").unchanged
+
+
+def test_report_and_gate_show_what_changed_between_releases(tmp_path, capsys):
+    from conformance.cli import build_parser
+
+    verdicts = _pair_run()
+    text = markdown(verdicts)
+    assert "## Between vLLM 0.31.0 and vLLM 0.32.0" in text
+    assert "- `tile-padding-not-unpadded` (1 cell):" in text
+    assert "## Between" not in markdown([v for v in verdicts if v.vllm == "0.31.0"])
+    write_results(tmp_path / "base.json", [v for v in verdicts if v.vllm == "0.31.0"], {})
+    write_results(tmp_path / "now.json", [v for v in verdicts if v.vllm == "0.32.0"], {})
+    args = build_parser().parse_args(["gate", str(tmp_path / "now.json"), "--baseline",
+                                      str(tmp_path / "base.json"), "--baseline-vllm", "0.31.0"])
+    assert args.func(args) == 1  # llava errors regressed
+    out = capsys.readouterr().out
+    assert "Findings fixed (1)" in out and "Cells moved (3)" in out
+    assert out.rstrip().endswith("gate: FAIL")

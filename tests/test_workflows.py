@@ -56,3 +56,22 @@ def test_commands_in_workflows_exist(command):
         assert exit_.value.code == 0
     else:
         assert (ROOT / head[0]).exists()
+
+
+def test_the_upgrade_gate_takes_the_vllm_release_and_the_nightly_tests_0_33_0():
+    import yaml
+
+    from conformance.run import vllms
+
+    upgrade = yaml.safe_load((ROOT / ".github/workflows/transformers-upgrade.yml").read_text())
+    inputs = upgrade[True]["workflow_dispatch"]["inputs"]  # YAML 1.1 reads `on` as True
+    assert inputs["vllm"]["default"] == vllms.DEFAULT_VLLM
+    text = (ROOT / ".github/workflows/transformers-upgrade.yml").read_text()
+    assert 'run --vllm "$VLLM"' in text and "--baseline-vllm 0.31.0" in text
+    nightly = yaml.safe_load((ROOT / ".github/workflows/nightly-gpu.yml").read_text())
+    job = nightly["jobs"]["gpu"]
+    assert job["env"] == {"CONFORMANCE_FLAVOR": "gpu", "VLLM": "0.33.0"}
+    steps = "\n".join(step.get("run", "") for step in job["steps"])
+    assert 'bootstrap.py env --vllm "$VLLM"' in steps and 'run --vllm "$VLLM"' in steps
+    lock = vllms.release("0.33.0").lock("gpu")
+    assert "vllm==0.33.0\n" in lock.read_text() and "torch==2.14.0\n" in lock.read_text()

@@ -16,7 +16,20 @@ def cmd_gate(args: argparse.Namespace) -> int:
     result = gate.compare(baseline, current, compare_missing=args.show_missing,
                           baseline_version=args.baseline_version,
                           baseline_vllm=args.baseline_vllm)
-    print(gate.render(result))
+    if args.baseline_vllm is not None:
+        from conformance.results.releases import compare_releases, render_lines
+        from conformance.run.vllms import sort_key
+
+        # the baseline's release against each release of the run: findings fixed and new
+        pinned = [v for v in baseline if v.vllm == args.baseline_vllm]
+        if args.baseline_version is not None:  # as the gate compares: that version's cells
+            pinned = [Verdict(**{**v.__dict__, "version": version})
+                      for version in {c.version for c in current} for v in pinned
+                      if v.version == args.baseline_version]
+        for label in sorted({v.vllm for v in current} - {args.baseline_vllm}, key=sort_key):
+            print("\n".join(render_lines(compare_releases(pinned + current,
+                                                           args.baseline_vllm, label))))
+    print(gate.render(result))  # its last line is the gate's verdict
     return 0 if result.ok else 1
 
 

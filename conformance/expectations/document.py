@@ -10,9 +10,20 @@ import textwrap
 
 from conformance.expectations import ANY, Finding, load
 from conformance.paths import ROOT
+from conformance.run.vllms import RELEASES
+from impl.version import bounds, in_range, matches
 
 DOCUMENT = ROOT / "docs" / "findings.md"
 WIDTH = 100
+
+MEASURED_VLLMS: dict[str, tuple[str, ...]] = {
+    "0.31.0": ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.24.0"),
+    "0.32.0": ("5.17.0", "5.19.0", "5.20.2", "5.24.0"),
+}
+"""The releases every finding was measured on, with the transformers versions of their matrix
+(0.33.0 has no CPU build and was never run here). A finding a release fixed has a vLLM bound
+that excludes it."""
+
 
 INTRO = """\
 Disagreements found between vLLM's Transformers backend (or `impl`, which reproduces it) and
@@ -21,7 +32,13 @@ with the evidence a failure must show to count as this finding: such a cell is `
 the finding, a cell it applies to that passes (a suite cell having compared at least its floor of
 cases) is `xpass` (the finding is stale), and any other difference in the same cell makes it a
 `fail`. A finding for every fixture or check (`*`) has an upper transformers bound or says why
-the whole cell is meaningless. Comparisons are never loosened."""
+the whole cell is meaningless. Comparisons are never loosened.
+
+The vLLM columns say which release shows each finding: `yes` (on the transformers versions its
+matrix ran), `fixed` (the finding's upper vLLM bound excludes that release: its matrix no longer
+shows it), `no` (below the finding's lower vLLM bound), `n/a` (all the finding's transformers
+versions lie below the release's window, which it cannot run) or `not measured` (none of the
+versions its matrix ran is in the finding's range)."""
 
 
 def _code(text: str) -> str:
@@ -51,10 +68,29 @@ def _options(finding: Finding) -> str:
     return ", ".join(finding.options) if finding.options else "none (the default options too)"
 
 
+def shown_on(finding: Finding, vllm: str) -> str:
+    """Whether release `vllm` shows the finding: yes, fixed (its vLLM bound), n/a (every
+    transformers version of the finding is below the release's window), not measured."""
+    if not matches(vllm, finding.vllm):
+        _, fixed_in = bounds(finding.vllm)
+        return "fixed" if fixed_in and not in_range(vllm, None, fixed_in) else "no"
+    if any(matches(version, finding.versions) for version in MEASURED_VLLMS[vllm]):
+        return "yes"
+    _, upper = bounds(finding.versions)
+    if upper is not None and not in_range(RELEASES[vllm].window[0], None, upper):
+        return "n/a"
+    return "not measured"
+
+
+def _shown(finding: Finding) -> str:
+    return ", ".join(f"{vllm} {shown_on(finding, vllm)}" for vllm in MEASURED_VLLMS)
+
+
 def _section(finding: Finding) -> list[str]:
     lines = [f'<a id="{finding.id}"></a>', "", f"## {finding.id}", "", f"**{finding.title}**", "",
              f"- transformers: {finding.describe_versions()}",
-             f"- vLLM: {finding.describe_versions(finding.vllm)}",
+             f"- vLLM: {finding.describe_versions(finding.vllm)} (shown by vLLM "
+             f"{_shown(finding)})",
              f"- fixtures: {_names(finding.fixtures)}",
              f"- checks: {_names(finding.checks)}",
              f"- subjects: {_names(finding.subjects)}",
@@ -76,12 +112,15 @@ def findings_markdown(findings: tuple[Finding, ...] | None = None) -> str:
     lines = ["# Known findings", "",
              "<!-- generated from conformance/expectations/findings.toml by "
              "`conformance known --write`; do not edit by hand -->", "", INTRO, "",
-             "| finding | title | transformers | vLLM | fixtures | checks |",
-             "|---|---|---|---|---|---|"]
+             "| finding | title | transformers | vLLM | "
+             + " | ".join(f"vLLM {v}" for v in MEASURED_VLLMS) + " | fixtures | checks |",
+             "|---|---|---|---|" + "---|" * len(MEASURED_VLLMS) + "---|---|"]
     for f in findings:
         title = inline_markdown(f.title).replace("|", "\\|")
         lines.append(f"| [{f.id}](#{f.id}) | {title} | {f.describe_versions()} | "
-                     f"{f.describe_versions(f.vllm)} | {_names(f.fixtures)} | "
+                     f"{f.describe_versions(f.vllm)} | "
+                     + "".join(f"{shown_on(f, v)} | " for v in MEASURED_VLLMS)
+                     + f"{_names(f.fixtures)} | "
                      f"{_names(f.checks)} |")
     lines.append("")
     for finding in findings:

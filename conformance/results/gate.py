@@ -19,12 +19,15 @@ class GateResult:
     known: list[Verdict] = field(default_factory=list)  # xfail now, with their reasons
     newly_known: list[tuple[Verdict, Verdict]] = field(default_factory=list)  # pass -> xfail
     new_failures: list[Verdict] = field(default_factory=list)  # bad now, absent from baseline
+    # a known failure in the baseline that is bad now: another difference beside the known one,
+    # or the finding no longer shows (xpass: stale, e.g. fixed by the vLLM under test)
+    known_now_bad: list[tuple[Verdict, Verdict]] = field(default_factory=list)
     still_failing: list[Verdict] = field(default_factory=list)  # bad in both (accepted then)
     missing: list[Verdict] = field(default_factory=list)  # in the baseline, not run now
 
     @property
     def ok(self) -> bool:
-        return not self.regressions and not self.new_failures
+        return not self.regressions and not self.new_failures and not self.known_now_bad
 
 
 def compare(baseline: list[Verdict], current: list[Verdict],
@@ -61,6 +64,8 @@ def compare(baseline: list[Verdict], current: list[Verdict],
             result.newly_known.append((was, verdict))
         elif was.status not in GOOD and was.status != "n/a" and verdict.status in GOOD:
             result.fixed.append((was, verdict))
+        elif was.status == "xfail" and verdict.status in BAD:
+            result.known_now_bad.append((was, verdict))
         elif was.status in BAD and verdict.status in BAD:
             result.still_failing.append(verdict)
     if compare_missing:
@@ -78,6 +83,11 @@ def render(result: GateResult) -> str:
         lines.append(f"FAILING, NOT IN THE BASELINE AS PASSING ({len(result.new_failures)})")
         lines += [f"  {v.status}: {v.key.label()}: {one_line(v.detail)}"
                   for v in result.new_failures]
+    if result.known_now_bad:
+        lines.append(f"KNOWN IN THE BASELINE, BAD NOW ({len(result.known_now_bad)}): another "
+                     "difference, or the finding no longer shows (xpass)")
+        lines += [f"  {now.status}: {now.key.label()}: {one_line(now.detail)}"
+                  for _, now in result.known_now_bad]
     if result.still_failing:
         lines.append(f"STILL FAILING, AS IN THE BASELINE ({len(result.still_failing)})")
         lines += [f"  {v.status}: {v.key.label()}" for v in result.still_failing]

@@ -19,6 +19,7 @@ from conformance.results.cells import (
     vllm_note,
 )
 from conformance.results.known import group_known, observed
+from conformance.results.releases import markdown_sections
 from conformance.results.verdict import STATUSES, Verdict
 from conformance.run.vllms import IMPL_REFERENCE
 
@@ -33,6 +34,7 @@ def markdown(verdicts: list[Verdict], meta: dict | None = None) -> str:
     lines += ["", "Totals: " + ", ".join(f"{s} {totals[s]}" for s in STATUSES if totals[s]), ""]
     if meta and meta.get("seconds") is not None:
         lines += [f"Run time {meta['seconds']:.0f} s on {len(verdicts)} cells.", ""]
+    lines += markdown_sections(verdicts)  # a run over several vLLMs: what moved between them
     lines += _known_findings(verdicts)
     lines += _details(verdicts)
     return "\n".join(lines) + "\n"
