@@ -13,13 +13,15 @@ from typing import Any
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.inputs.cases import Case
 from conformance.inputs.media import Media
-from conformance.inputs.strategies import AUDIO_SAMPLES, IMAGE_SIDES, MAX_ASPECT
 from conformance.subjects import vllm
 from fixtures.recipe import Recipe
 
 
 def probes(modality: str) -> tuple[Media, ...]:
     """The largest items the suites draw: the biggest square and both extreme aspects."""
+    # imported here: the strategies module loads the hypothesis profile when imported
+    from conformance.inputs.strategies import AUDIO_SAMPLES, IMAGE_SIDES, MAX_ASPECT
+
     if modality == "audio":
         return (Media("audio", samples=AUDIO_SAMPLES[1], seed=0),)
     side, thin = IMAGE_SIDES[1], int(IMAGE_SIDES[1] / MAX_ASPECT) + 1

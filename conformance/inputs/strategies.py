@@ -33,7 +33,7 @@ settings.register_profile("ci", max_examples=25, deadline=None,
                           suppress_health_check=list(HealthCheck), phases=PHASES)
 settings.register_profile("nightly", max_examples=200, deadline=None,
                           suppress_health_check=list(HealthCheck), phases=PHASES)
-settings.load_profile(os.environ.get("CONFORMANCE_HYPOTHESIS_PROFILE", "dev"))
+settings.load_profile(os.environ.get("CONFORMANCE_HYPOTHESIS_PROFILE") or "dev")
 
 
 def _no_local_constants() -> None:

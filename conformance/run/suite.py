@@ -195,7 +195,9 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
         short = min(found.compared_by_pass, key=found.compared_by_pass.__getitem__)
         options = tuple(sorted(found.options_by_pass.get(short, ()), key=str))
         return verdict([Failure(shortfall, options, inconclusive=True)], data)
-    return verdict(observed, data, exhaustive=True)
+    # a finding was measured on its fixture: another checkpoint (`check`) not showing it says
+    # nothing about the finding
+    return verdict(observed, data, exhaustive=path is None)
 
 
 def failure_with_case(key: CellKey, check: str, subject: str, fault: str | None, case: Case,
