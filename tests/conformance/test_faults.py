@@ -79,6 +79,11 @@ def test_the_encoder_check_sees_swapped_items_on_every_fixture(fixture):
     # embed every item alike, like an all-zero projector, would pass)
     check, version = get_check("encoder"), transformers.__version__
     recipe, key = get_recipe(fixture), CellKey(fixture, version, "vllm-backend", "encoder")
+    from conformance.checks.model.inputs import two_item_inputs
+
+    if len(two_item_inputs(recipe, str(fixture_path(fixture)))[2]) < 2:
+        pytest.skip(f"native vLLM takes one {recipe.modalities[0]} per prompt for {fixture}: "
+                    "nothing to swap")
     clean = run_checkpoint(key, recipe, check, lambda: fixture_path(fixture))
     if clean.status != "pass":
         pytest.skip(f"encoder on {fixture} is {clean.status} on {version}: needs a clean cell")
