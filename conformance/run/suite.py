@@ -73,7 +73,7 @@ class Search:
     current: str = "default"
     unprocessable: Counter = field(default_factory=Counter)  # the oracles' reasons
     exercised: set[str] = field(default_factory=set)
-    known: dict[str, tuple[str, Case, tuple]] = field(default_factory=dict)  # sig -> evidence
+    known: dict[str, tuple[str, Case]] = field(default_factory=dict)  # sig -> evidence
     unknown: dict[str, tuple[str, Case]] = field(default_factory=dict)  # sig -> latest evidence
 
     def as_data(self, floor: int, claims: tuple[str, ...]) -> dict:
@@ -158,7 +158,7 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             sig = signature(check, evidence)
             if known(key, Failure(evidence, case.processor_kwargs)):
                 # a known finding is recorded, not raised: the search goes on for new ones
-                found.known.setdefault(sig, (evidence, case, case.processor_kwargs))
+                found.known.setdefault(sig, (evidence, case))
             elif raised is None:
                 found.unknown[sig] = (evidence, case)
                 raised = failure_type(sig)(evidence)
@@ -187,7 +187,7 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
         evidence, case = found.unknown[error.signature]
         observed.append(failure_with_case(key, check, subject, fault, case, str(error),
                                           repro_dir))
-    for evidence, case, _ in found.known.values():
+    for evidence, case in found.known.values():
         observed.append(failure_with_case(key, check, subject, fault, case, evidence,
                                           repro_dir))
     if not observed and (shortfall := found.shortfall(floor, claims)):
