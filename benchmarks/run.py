@@ -102,8 +102,13 @@ def generate_cases(recipe, count: int) -> list:
     return generated[:count]
 
 
-def bench_overhead(fixture: str = "qwen2_5_vl", examples: int = 20) -> dict:
-    """impl's processing checks over the same cases: total time / time in HF processor calls."""
+def bench_overhead(fixture: str = "qwen2_5_vl", examples: int = 20, rounds: int = 5) -> dict:
+    """impl's processing checks over the same cases: total time / time in HF processor calls.
+
+    The first pass over the cases pays one-time costs (signature reading, lazy imports, the
+    tokenizer's caches) that a worker pays once for thousands of cases; it is reported apart
+    (`ratio_first_pass`). The ratio is that of `rounds` further passes, all timed together,
+    each with the memoised outputs cleared."""
     import transformers  # noqa: F401  (import before patching)
 
     from conformance.checks import get_check
@@ -115,17 +120,27 @@ def bench_overhead(fixture: str = "qwen2_5_vl", examples: int = 20) -> dict:
     checks = [get_check(c) for c in ("prompt-ids", "placeholders", "slicing")]
     ctx.oracles = {}  # the subject's own processing only: what the HF calls are for
     spent = timed_processor_calls()
-    started = time.perf_counter()
-    for case in generated:
-        for check in checks:
-            if check.id == "slicing":
-                check.run(ctx, case)
-            else:
-                ctx.subject.process(case)
-    total = time.perf_counter() - started
-    return {"fixture": fixture, "cases": len(generated), "seconds_total": round(total, 3),
-            "seconds_in_hf_processor": round(spent[0], 3), "hf_calls": spent[1],
-            "ratio": round(total / spent[0], 3), "target": 1.2}
+
+    def one_pass() -> float:
+        ctx._memo.clear()  # every pass processes every case anew, as the first one did
+        started = time.perf_counter()
+        for case in generated:
+            for check in checks:
+                if check.id == "slicing":
+                    check.run(ctx, case)
+                else:
+                    ctx.subject.process(case)
+        return time.perf_counter() - started
+
+    first = one_pass()
+    first_hf, calls = spent[0], spent[1]
+    spent[0] = spent[1] = 0
+    total = sum(one_pass() for _ in range(rounds))
+    return {"fixture": fixture, "cases": len(generated), "rounds": rounds,
+            "seconds_total": round(total, 3), "seconds_in_hf_processor": round(spent[0], 3),
+            "hf_calls": spent[1], "ratio": round(total / spent[0], 3),
+            "ratio_first_pass": round(first / first_hf, 3), "first_pass_hf_calls": calls,
+            "target": 1.2}
 
 
 def _run_matrix(args: list[str], folder: str) -> tuple[float, list[dict]]:

@@ -47,10 +47,11 @@ def batched(modality: str, *, keep_on_cpu: bool = False) -> FieldSpec:
 def flat_from_sizes(
     modality: str, sizes: Any, dim: int = 0, *, keep_on_cpu: bool = False
 ) -> FieldSpec:
-    sizes = torch.as_tensor(sizes)
+    if not isinstance(sizes, torch.Tensor):
+        sizes = torch.as_tensor(sizes)
     if sizes.ndim != 1:
         raise ValueError(f"per-item sizes must be one-dimensional, got shape {tuple(sizes.shape)}")
-    return FieldSpec(modality, tuple(int(s) for s in sizes.tolist()), dim, keep_on_cpu)
+    return FieldSpec(modality, tuple(map(int, sizes.tolist())), dim, keep_on_cpu)
 
 
 def sub_processor(processor: Any, modality: str) -> Any:

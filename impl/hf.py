@@ -80,7 +80,14 @@ def load_processor(path: str, options: Mapping[str, Any] | None = None) -> Any:
     return AutoProcessor.from_pretrained(path, **construct) if construct else processor
 
 
+# leaves that hold no tensor; tested first because processors return long nested lists of
+# them (text_replacement_offsets) and an ABC isinstance check per element is not free
+_PLAIN = (int, float, str, bool, type(None))
+
+
 def map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, Mapping):

@@ -10,7 +10,7 @@ import torch
 
 from impl.dummy import dummy_text
 from impl.fields import field_specs, modality_field_names, split_items
-from impl.hashing import item_hash
+from impl.hashing import ItemHashes
 from impl.hf import call_processor, encode_prompt, input_ids_tensor, tokenizer_of
 from impl.info import audio_sampling_rate, supported_modalities
 from impl.legacy import (
@@ -275,5 +275,5 @@ def process(
         prompt_ids=tuple(int(t) for t in expanded),
         placeholders={m: tuple(ps) for m, ps in placeholders.items()},
         item_fields=items,
-        item_hashes={m: tuple(item_hash(f) for f in fields) for m, fields in items.items()},
+        item_hashes=ItemHashes(items),
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 
@@ -24,7 +26,7 @@ class ProcessedPrompt:
     prompt_ids: tuple[int, ...]
     placeholders: dict[str, tuple[Placeholder, ...]]
     item_fields: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    item_hashes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    item_hashes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def placeholder_from_mask(offset: int, is_embed: list[bool] | None, length: int) -> Placeholder:
@@ -32,5 +34,5 @@ def placeholder_from_mask(offset: int, is_embed: list[bool] | None, length: int)
     if is_embed is None:
         positions = tuple(range(offset, offset + length))
     else:
-        positions = tuple(offset + i for i, flag in enumerate(is_embed) if flag)
+        positions = tuple(compress(range(offset, offset + length), is_embed))
     return Placeholder(offset=offset, length=length, embed_positions=positions)

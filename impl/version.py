@@ -7,12 +7,15 @@ harness as for vLLM's backend (a pre-release of 5.15.0 is below 5.15.0: the Lega
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from packaging.version import InvalidVersion, Version
 
 # transformers from this release on report text_replacement_offsets (the Offsets path)
 OFFSETS_SINCE = "5.15.0"
 
 
+@lru_cache(maxsize=256)  # Version is immutable; impl asks for the installed one per prompt
 def parse_version(version: str) -> Version:
     try:
         return Version(version)

@@ -134,3 +134,16 @@ def test_rows_that_do_not_add_up() -> None:
     # un-padded (list) image data is not checked
     listed = {"pixel_values": [torch.zeros(1)] * 7}
     assert fields.image_rows_per_item(Counting([2, 3]), listed, images, 2).tolist() == [2, 3]
+
+
+def test_item_hashes_are_computed_on_first_read_and_compare_like_a_dict() -> None:
+    from impl.hashing import ItemHashes, item_hash
+
+    items = {"image": [{"pixel_values": torch.ones(2, 3)}, {"pixel_values": torch.zeros(2, 3)}]}
+    lazy = ItemHashes(items)
+    assert lazy._hashes is None  # nothing hashed until someone reads it
+    expected = {"image": tuple(item_hash(f) for f in items["image"])}
+    assert lazy == expected and expected == lazy
+    assert lazy.get("audio", ()) == () and dict(lazy) == expected
+    assert repr(lazy) == repr(expected)
+    assert lazy != {"image": expected["image"][::-1]}
