@@ -72,6 +72,27 @@ def test_encoder_outputs_match_native(fixture: str) -> None:
         assert rows and all(row["allclose"] and "rel_l2" in row for row in rows), data[subject]
 
 
+def test_nested_items_have_distinct_token_counts_on_pixtral() -> None:
+    data = run_check("pixtral", "encoder")
+    shapes = data["nested items"]["native"]["image"]
+    assert shapes[0][0] < shapes[1][0], shapes  # the smaller first, so its sizes fit the next
+    assert all(row["allclose"] for s in mc.SUBJECTS for row in data["nested items"][s]["image"])
+
+
+def test_first_items_sizes_for_every_item_fail_encoder_as_a_comparison(monkeypatch) -> None:
+    # every item encoded with the first item's per-item kwargs (pixtral's `image_sizes`): the
+    # recipe's items (other aspect ratios) make the tower raise, the nested ones are cropped,
+    # so the evidence holds a comparison with native's embeddings, not only an exception
+    from vllm.model_executor.models.transformers.multimodal import MultiModalMixin
+
+    select = MultiModalMixin._select_item_kwargs
+    monkeypatch.setattr(MultiModalMixin, "_select_item_kwargs",
+                        lambda self, kwargs, index, num_items: select(self, kwargs, 0, num_items))
+    evidence, _ = mc.check_encoder(get_recipe("pixtral"), checkpoint("pixtral"))
+    assert evidence is not None
+    assert "backend on 'nested items': image item 1: shape (4, 64) vs native (12, 64)" in evidence
+
+
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_mrope_positions_match_native(fixture: str) -> None:
     data = run_check(fixture, "mrope")

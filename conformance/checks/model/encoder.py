@@ -10,6 +10,7 @@ from conformance.checks.contract import Check, MediaHook, Proof, returning_outco
 from conformance.checks.model.inputs import (
     error_text,
     impl_embed,
+    nested_inputs,
     process,
     summary,
     two_item_inputs,
@@ -19,6 +20,8 @@ from conformance.checks.model.loading import BACKEND, NATIVE, hf_model, require_
 from conformance.checks.model.tolerances import compare_items, tolerance_for
 from fixtures.recipe import Recipe
 
+NESTED = "nested items"  # the label of the second batch's problems and data
+
 
 def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str = "float32",
                   subject_media: MediaHook | None = None) -> tuple[str | None, dict]:
@@ -27,15 +30,32 @@ def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str 
     Each vLLM model gets its own processor's output for the recipe's two-item prompt (as when
     serving); impl is fed the backend's processed items. Items are compared by index within
     their modality, so prompt-id differences (gemma3's newlines) do not enter. A subject that
-    raises is reported as evidence; the native oracle raising ends the check."""
+    raises is reported as evidence; the native oracle raising ends the check. Then the same
+    for two nested items (`nested_inputs`): a per-item size mix-up that makes the tower raise
+    on the recipe's items shows there as embeddings that differ, so a comparison."""
     require_native(recipe)
     tolerance = tolerance_for(dtype)
-    modality, prompt, items = two_item_inputs(recipe, path)
+    data: dict[str, Any] = {"tolerance": tolerance.describe()}
+    problems = compare(recipe, path, two_item_inputs(recipe, path), device, dtype,
+                       subject_media, data, "")
+    nested = nested_inputs(recipe, path)
+    if nested is not None:
+        data[NESTED] = {}
+        problems += compare(recipe, path, nested, device, dtype, subject_media, data[NESTED],
+                            f" on '{NESTED}':")
+    return summary(problems), data
+
+
+def compare(recipe: Recipe, path: str, inputs: tuple[str, str, list], device: str, dtype: str,
+            subject_media: MediaHook | None, data: dict[str, Any], where: str) -> list[str]:
+    """Problems of the backend and impl on one prompt (`where` names it), measurements in
+    `data`."""
+    tolerance = tolerance_for(dtype)
+    modality, prompt, items = inputs
     subject_items = subject_media(list(items)) if subject_media else items
     native = vllm_model(recipe, path, NATIVE, device, dtype)
     expected = vllm_embed(native, process(native, prompt, modality, items), device)
-    data: dict[str, Any] = {"tolerance": tolerance.describe(), "native": {
-        m: [list(e.shape) for e in es] for m, es in expected.items()}}
+    data["native"] = {m: [list(e.shape) for e in es] for m, es in expected.items()}
 
     def backend_out() -> Any:
         return process(vllm_model(recipe, path, BACKEND, device, dtype), prompt, modality,
@@ -52,15 +72,15 @@ def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str 
             actual = run()
         except Exception as error:  # one subject's failure is evidence, not the check's end
             data[subject] = {"error": error_text(error)}
-            problems.append(f"{subject}: {error_text(error)}")
+            problems.append(f"{subject}{where or ':'} {error_text(error)}")
             continue
         data[subject] = {}
         for mod in sorted(set(expected) | set(actual)):
             found, rows = compare_items(mod, expected.get(mod, []), actual.get(mod, []),
                                         tolerance)
             data[subject][mod] = rows
-            problems.extend(f"{subject} {p}" for p in found)
-    return summary(problems), data
+            problems.extend(f"{subject}{where} {p}" for p in found)
+    return problems
 
 
 CHECK = Check(

@@ -6,11 +6,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from conformance.checks.model.loading import VllmModel, ensure_distributed, native_limit
-from conformance.inputs.media import make_items, mm_data
+from conformance.inputs.media import SAMPLING_RATE, Media, make_items, mm_data
 from conformance.subjects import vllm
 from fixtures.recipe import Recipe
 
 ITEMS_PER_PROMPT = 2
+# One aspect ratio, the second item three times the first in every dimension (a sound, 2.3x as
+# long), so each item's processed size contains the one before it (pixtral: 32x32 then 48x64
+# px; mistral3: 28x56 then 84x112). Measured token counts differ on pixtral (4, 12), mistral3
+# (2, 12), the Qwen-VLs (1, 2), llava-onevision (14, 39), internvl (4, 12); idefics3, smolvlm,
+# llava-next and glm4v tile or resize both alike, the fixed-size towers give equal counts.
+NESTED_IMAGE_SIZES = ((20, 30), (60, 90))  # (h, w)
+NESTED_AUDIO_SECONDS = (0.6, 1.4)
 
 
 def two_item_inputs(recipe: Recipe, path: str) -> tuple[str, str, list]:
@@ -19,6 +26,24 @@ def two_item_inputs(recipe: Recipe, path: str) -> tuple[str, str, list]:
     limit = native_limit(recipe, path, modality)
     count = ITEMS_PER_PROMPT if limit is None else min(ITEMS_PER_PROMPT, limit)
     return modality, recipe.render_prompt(modality, count), make_items(modality, count)
+
+
+def nested_inputs(recipe: Recipe, path: str) -> tuple[str, str, list] | None:
+    """The recipe's prompt with two items of one shape, the smaller first (None where native
+    vLLM takes one item per prompt). The recipe's items differ in aspect ratio, so an item
+    encoded with its neighbour's sizes (`image_sizes`, a mask) makes the tower raise; here the
+    neighbour's sizes fit inside the item, so the same mix-up yields embeddings to compare."""
+    modality = recipe.modalities[0]
+    limit = native_limit(recipe, path, modality)
+    if limit is not None and limit < 2:
+        return None
+    if modality == "image":
+        media = [Media("image", height=h, width=w, seed=i)
+                 for i, (h, w) in enumerate(NESTED_IMAGE_SIZES)]
+    else:
+        media = [Media("audio", samples=int(s * SAMPLING_RATE), seed=i)
+                 for i, s in enumerate(NESTED_AUDIO_SECONDS)]
+    return modality, recipe.render_prompt(modality, len(media)), [m.materialise() for m in media]
 
 
 def process(loaded: VllmModel, prompt: str, modality: str, items: list) -> Any:
