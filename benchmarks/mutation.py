@@ -203,7 +203,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "counts.append(len(seq))",
            "the replacement's length taken for its embedding count (equal only without "
            "begin/end markers)",
-           ("qwen2_audio",)),
+           ("qwen2_audio",),
+           equivalent="measured equivalent on 5.17.0: Qwen2AudioProcessor.replace_audio_token "
+                      "returns only <|AUDIO|> tokens (no begin/end markers), so the length is "
+                      "the count; embed-count's token-count sub-property compares "
+                      "num_audio_tokens with the embedding positions and would see it on an "
+                      "audio fixture with markers (none processes audio on the Offsets path: "
+                      "gemma3n and voxtral are unsupported there)"),
     # --- encoder output split per item ----------------------------------------------------------
     Mutant("split-first-item-size", "encoder: per-item split (un-padded images)",
            "embeddings.extend(self._split_embeddings(features, [split_sizes[index]]))",
@@ -414,11 +420,9 @@ SHOULD_CATCH = {
                                 "and vs the largest observed item (none exists)",
     "attribution-masks-dropped": "slicing / encoder on a mixed-modality case of a supported "
                                  "two-modality fixture (gemma3n is unsupported, no other has two)",
-    "offsets-audio-count-length": "a per-item count check: num_audio_tokens vs the item's "
-                                  "embedding positions; encoder on audio (qwen2_audio's model "
-                                  "checks are xfail)",
-    "legacy-audio-count-max": "a per-item count check: num_audio_tokens vs the item's "
-                              "embedding positions",
+    "offsets-audio-count-length": "embed-count's token count (num_audio_tokens vs the item's "
+                                  "embedding positions) on an audio fixture whose replacement "
+                                  "has begin/end markers (none runs on the Offsets path)",
     "audio-split-last-hidden": "encoder on an audio fixture whose model checks run "
                                "(qwen2_audio's are xfail: no get_audio_features)",
     "offsets-missing-offsets-silent": "errors' 'processor without offsets' sub-case, which "

@@ -3,44 +3,69 @@
 The HF model scatters an item's encoder rows into the positions holding its modality token
 (`config.image_token_id` / `audio_token_index`). So, per item, the subject must mark as many
 positions as the HF processor's expansion holds of that token, and exactly the positions of its
-own prompt that hold it.
+own prompt that hold it. Where the subject also reports a per-item token count the model splits
+the encoder's output by (`num_audio_tokens`), that count is the number of those positions: a
+wrong one hands an item its neighbour's rows. `num_image_patches` counts rows of pixel data (1
+per llava image, tiles, patches before merging), not embeddings, so it has no such equality.
 """
 
 from __future__ import annotations
 
-from conformance.checks.contract import PASS, Check, Outcome, Proof
+from conformance.checks.contract import Check, Outcome, Proof
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
 
+POSITIONS = "embedding positions"
+COUNT = "token count"
+TOKEN_COUNTS = {"audio": "num_audio_tokens"}  # the split sizes of the encoder's output
+
+
+def claims(ctx: Context) -> tuple[str, ...]:
+    return (POSITIONS, *((COUNT,) if set(TOKEN_COUNTS) & set(ctx.recipe.modalities) else ()))
+
 
 def run(ctx: Context, case: Case) -> Outcome:
-    token = ctx.oracles["hf"].embed_token_id(case.modality)
-    expected = ctx.oracle_output("hf", case).placeholders.get(case.modality, ())
+    modality, differences, exercised = case.modality, [], {POSITIONS}
+    token = ctx.oracles["hf"].embed_token_id(modality)
+    expected = ctx.oracle_output("hf", case).placeholders.get(modality, ())
     processed = ctx.subject_output(case)
-    actual = processed.placeholders.get(case.modality, ())
+    actual = processed.placeholders.get(modality, ())
     if len(expected) != len(actual):
-        return Outcome(False, f"{len(actual)} {case.modality} items located, the processor "
-                              f"expanded {len(expected)}")
+        return Outcome(False, f"{len(actual)} {modality} items located, the processor "
+                              f"expanded {len(expected)}", exercised=frozenset(exercised))
     for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
-        if len(want.embed_positions) != len(got.embed_positions):
-            return Outcome(False, f"{case.modality} item {index}: {len(got.embed_positions)} "
-                                  f"embedding positions but the encoder produces "
-                                  f"{len(want.embed_positions)} rows")
         token_positions = tuple(p for p in range(got.offset, got.offset + got.length)
                                 if processed.prompt_ids[p] == token)
-        if got.embed_positions != token_positions:
-            return Outcome(False, f"{case.modality} item {index}: embedding positions "
-                                  f"{list(got.embed_positions[:6])} are not where the "
-                                  f"{case.modality} token {token} sits "
-                                  f"{list(token_positions[:6])}")
-    return PASS
+        if len(want.embed_positions) != len(got.embed_positions):
+            differences.append(f"{modality} item {index}: {len(got.embed_positions)} embedding "
+                               f"positions but the encoder produces "
+                               f"{len(want.embed_positions)} rows")
+        elif got.embed_positions != token_positions:
+            differences.append(f"{modality} item {index}: embedding positions "
+                               f"{list(got.embed_positions[:6])} are not where the {modality} "
+                               f"token {token} sits {list(token_positions[:6])}")
+        if differences:
+            break
+    if name := TOKEN_COUNTS.get(modality):
+        exercised.add(COUNT)
+        fields = processed.item_fields.get(modality, [])
+        for index, got in enumerate(actual):
+            count = fields[index].get(name) if index < len(fields) else None
+            if count is None or int(count) != len(got.embed_positions):
+                differences.append(f"{modality} item {index}: {name} {count} but its "
+                                   f"placeholder holds {len(got.embed_positions)} embedding "
+                                   f"positions")
+                break
+    return Outcome.judged(differences, exercised)
 
 
 CHECK = Check(
     id="embed-count",
-    statement="Per item, the embedding positions are the positions the encoder's rows fill.",
+    statement="Per item, the embedding positions are the positions the encoder's rows fill, "
+              "as many as the item's token count (where one splits the encoder's output).",
     hint="embedding positions are not where the model's image/audio token sits: the "
-         "replacement's most frequent token is not the token the encoder rows fill",
-    level="case", run=run,
+         "replacement's most frequent token is not the token the encoder rows fill; or a "
+         "per-item count (num_audio_tokens) is not the item's embedding positions",
+    level="case", run=run, claims=claims,
     proof=Proof("wrong-embed-token", "idefics3", "embedding positions"),
 )

@@ -11,6 +11,8 @@ from fixtures.recipe import Recipe
 from impl.types import Placeholder, ProcessedPrompt
 
 _TYPE_IDS = {"image": 1, "video": 2, "audio": 3}
+# The prompt's own outputs, over its tokens: what remains of a one-item call is that item's
+PROMPT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids")
 
 
 class CheckpointFiles:
@@ -42,7 +44,8 @@ class HfSubject(CheckpointFiles):
     """The HF processor's expansion: `input_ids`, and per item the span its modality's token
     type marks, cut by `_get_num_multimodal_tokens` where the processor defines it; the
     embedding positions are where the model's own token for the modality sits (what the HF
-    model scatters features into)."""
+    model scatters features into). For a one-item case, its item fields are what the processor
+    returns besides the prompt's own outputs, as it returns them (batched, float32)."""
 
     name = "hf"
 
@@ -78,7 +81,9 @@ class HfSubject(CheckpointFiles):
                               if ids[p] == self.embed_token_id(case.modality)))
             for span in spans
         )
-        return ProcessedPrompt(ids, {case.modality: placeholders} if placeholders else {})
+        fields = {k: v for k, v in out.items() if k not in PROMPT_KEYS}
+        return ProcessedPrompt(ids, {case.modality: placeholders} if placeholders else {},
+                               {case.modality: [fields]} if len(case.media) == 1 else {})
 
     def counts(self, case: Case) -> list[int] | None:
         counter = getattr(self.processor_for(case.processor_kwargs),

@@ -7,17 +7,19 @@ import dataclasses
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
+import torch
 import transformers
 
 from conformance.checks import get_check, registry
 from conformance.inputs.cases import Case
-from conformance.inputs.media import Media
+from conformance.inputs.media import Media, smoke_media
 from conformance.results.verdict import CellKey
 from conformance.run.cell import run_checkpoint
 from conformance.run.suite import run_suite
-from conformance.subjects.context import Context, fixture_path
+from conformance.subjects.context import Context, fixture_path, make_context
 from conformance.subjects.faults import FAULTS, MEDIA_FAULTS, planted
 from conformance.subjects.impl import ImplSubject
 from fixtures.recipe import Recipe
@@ -141,3 +143,57 @@ def test_planted_restores_impl_afterwards():
     with planted("offset-shift"):
         assert impl.pipeline.process is not before
     assert impl.pipeline.process is before
+
+
+def with_item_fields(change) -> mock._patch:
+    """impl's output with every item's fields changed alike, alone and in a batch (a change
+    comparing the subject with itself cannot see)."""
+    import impl.pipeline
+
+    original = impl.pipeline.process
+
+    def process(*args, **kwargs):
+        out = original(*args, **kwargs)
+        fields = {m: [change(dict(f)) for f in items] for m, items in out.item_fields.items()}
+        return dataclasses.replace(out, item_fields=fields)
+
+    return mock.patch("impl.pipeline.process", process)
+
+
+def fresh_context(fixture: str) -> Context:
+    """impl on `fixture`, remembering no output (a patched impl computes new ones)."""
+    ctx = make_context(fixture, "impl")
+    return dataclasses.replace(ctx, _memo={})
+
+
+def test_slicing_sees_a_helper_field_the_hf_processor_does_not_return():
+    # the backend's `image_replacement_ids` left in the item (as mutant
+    # offsets-replacement-ids-kept leaves it): the same alone and in a batch
+    case = Case("llava", "image", ("a ", " b ", ""), tuple(smoke_media("image", 2)))
+    slicing = get_check("slicing")
+    assert slicing.run(fresh_context("llava"), case).ok
+
+    def keep_ids(item):
+        return {**item, "image_replacement_ids": torch.tensor([7, 7, 7])}
+
+    with with_item_fields(keep_ids):
+        outcome = slicing.run(fresh_context("llava"), case)
+    assert not outcome.ok and "alone vs the HF processor" in outcome.evidence
+    assert "extra ['image_replacement_ids']" in outcome.evidence
+    assert "alone vs batch" in outcome.exercised
+
+
+def test_embed_count_sees_a_token_count_that_is_not_the_embedding_positions():
+    # num_audio_tokens counting two markers as well (a replacement's length taken for it)
+    case = Case("qwen2_audio", "audio", ("a ", " b ", ""), tuple(smoke_media("audio", 2)))
+    embed_count = get_check("embed-count")
+    outcome = embed_count.run(fresh_context("qwen2_audio"), case)
+    assert outcome.ok and outcome.exercised == {"embedding positions", "token count"}
+
+    def with_markers(item):
+        return {**item, "num_audio_tokens": item["num_audio_tokens"] + 2}
+
+    with with_item_fields(with_markers):
+        outcome = embed_count.run(fresh_context("qwen2_audio"), case)
+    assert not outcome.ok and "num_audio_tokens" in outcome.evidence, outcome
+    assert "embedding positions" in outcome.evidence
