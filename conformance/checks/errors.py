@@ -2,9 +2,11 @@
 
 Too many or too few items for the placeholders; adjacent audio placeholders on the Legacy path
 (runs of the audio token cannot be told apart); a processor that reports no replacement
-offsets on the Offsets path. Raising is always acceptable for these inputs; not raising is
-acceptable only where native vLLM does not raise either and the output equals native's (vLLM
-leaves a placeholder without an item as plain text, natively too).
+offsets on the Offsets path. Raising is acceptable for these inputs when the error (or its
+cause, as a traceback shows it) says what is wrong: for a count mismatch the modality and one of
+the counts, for a processor without offsets the missing offsets. Not raising is acceptable only
+where native vLLM does not raise either and the output equals native's (vLLM leaves a
+placeholder without an item as plain text, natively too).
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ CLEAR_ERRORS = (ValueError, RuntimeError, NotImplementedError)
 def names_the_mismatch(message: str, modality: str, counts: tuple[int, ...]) -> bool:
     """A count mismatch is clear when its message names the modality and one of the counts
     (items or placeholders) as a number: what a user must fix in the request."""
+    # what a message quotes in braces (vLLM's "data={...} with kwargs={...}")
+    # is the request's data, not an explanation: its numbers do not count
+    previous = None
+    while previous != message:
+        previous, message = message, re.sub(r"\{[^{}]*\}", "", message)
     numbers = set(re.findall(r"(?<![\w.])\d+(?![\w.])", message))
     return modality in message.lower() and any(str(count) in numbers for count in counts)
 
