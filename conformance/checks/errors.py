@@ -2,14 +2,17 @@
 
 Too many or too few items for the placeholders; adjacent audio placeholders on the Legacy path
 (runs of the audio token cannot be told apart); a processor that reports no replacement
-offsets on the Offsets path. Raising is always acceptable for these inputs; not raising is
-acceptable only where native vLLM does not raise either and the output equals native's (vLLM
-leaves a placeholder without an item as plain text, natively too).
+offsets on the Offsets path. Raising is acceptable for these inputs when the error (or its
+cause, as a traceback shows it) says what is wrong: for a count mismatch the modality and one of
+the counts, for a processor without offsets the missing offsets. Not raising is acceptable only
+where native vLLM does not raise either and the output equals native's (vLLM leaves a
+placeholder without an item as plain text, natively too).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -39,16 +42,37 @@ def without_offsets(hf_processor: Any) -> Iterator[None]:
 CLEAR_ERRORS = (ValueError, RuntimeError, NotImplementedError)
 
 
+def names_the_mismatch(message: str, modality: str, counts: tuple[int, ...]) -> bool:
+    """A count mismatch is clear when its message names the modality and one of the counts
+    (items or placeholders) as a number: what a user must fix in the request."""
+    # what a message quotes in braces (vLLM's "data={...} with kwargs={...}")
+    # is the request's data, not an explanation: its numbers do not count
+    previous = None
+    while previous != message:
+        previous, message = message, re.sub(r"\{[^{}]*\}", "", message)
+    numbers = set(re.findall(r"(?<![\w.])\d+(?![\w.])", message))
+    return modality in message.lower() and any(str(count) in numbers for count in counts)
+
+
 def expect_error(ctx: Context, case: Case, what: str, needle: str = "",
-                 native_may_agree: bool = True, patched: bool = False) -> Outcome | None:
-    """None when processing `case` raises a clear error (mentioning `needle`), or when it
-    does not and native vLLM accepts the same input with the same output; else a failure.
-    `patched`: the subject runs under a patch, so its usual output must not be reused."""
+                 native_may_agree: bool = True, patched: bool = False,
+                 counts: tuple[int, ...] = ()) -> Outcome | None:
+    """None when processing `case` raises a clear error (mentioning `needle`, or naming the
+    modality and one of `counts`), or when it does not and native vLLM accepts the same input
+    with the same output; else a failure. `patched`: the subject runs under a patch, so its
+    usual output must not be reused."""
     try:
         out = ctx.subject.process(case) if patched else ctx.subject_output(case)
     except CLEAR_ERRORS as error:
         if needle and needle not in str(error):
             return Outcome(False, f"{what}: raised, but not the expected error: {error}")
+        # judged on what a traceback shows: the error and its causes (vLLM wraps the
+        # processor's own error in a "Failed to apply ..." that leaves its message out)
+        cause = error.__cause__ or error.__context__
+        if counts and not names_the_mismatch(f"{error} {cause or ''}", case.modality, counts):
+            raised = type(error).__name__ + (f" from {cause!r}" if cause else "")
+            return Outcome(False, f"{what}: raised {raised}, but the error names neither the "
+                                  f"{case.modality} items nor their counts: {error}")
         return None
     except AssertionError as error:
         return Outcome(False, f"{what}: a bare assertion instead of a clear error: {error!r}")
@@ -79,19 +103,20 @@ NO_OFFSETS = "a processor without replacement offsets"
 VALID = "the valid case itself"
 
 
-def cases_for(ctx: Context, case: Case) -> list[tuple[Case, str, str]]:
-    """(unplaceable variant of `case`, its sub-property, what it is in words)."""
-    n = case.num_placeholders
+def cases_for(ctx: Context, case: Case) -> list[tuple[Case, str, str, tuple[int, ...]]]:
+    """(unplaceable variant of `case`, its sub-property, what it is in words, the counts a
+    clear error names one of)."""
+    n, items = case.num_placeholders, len(case.media)
     out = [(replace(case, segments=case.segments + ("",)), TOO_MANY,
-            f"{n + 1} placeholders for {len(case.media)} items")]
+            f"{n + 1} placeholders for {items} items", (items, n + 1))]
     if n >= 1 and case.media:
         out.append((replace(case, segments=case.segments[:-1]), TOO_FEW,
-                    f"{n - 1} placeholders for {len(case.media)} items"))
-    if case.modality == "audio" and ctx.strategy == "legacy" and len(case.media) >= 2:
+                    f"{n - 1} placeholders for {items} items", (items, n - 1)))
+    if case.modality == "audio" and ctx.strategy == "legacy" and items >= 2:
         # The bare audio token, so that the runs it expands to touch
         token = getattr(ctx.subject.hf_processor(), "audio_token", None)
-        adjacent = replace(case, segments=("",) * (len(case.media) + 1), placeholder=token)
-        out.append((adjacent, ADJACENT, ADJACENT))
+        adjacent = replace(case, segments=("",) * (items + 1), placeholder=token)
+        out.append((adjacent, ADJACENT, ADJACENT, (items,)))
     return out
 
 
@@ -114,9 +139,9 @@ def run(ctx: Context, case: Case) -> Outcome:
     except CLEAR_ERRORS + (AssertionError,) as error:
         differences.append(f"{VALID}: the subject cannot process it: "
                            f"{type(error).__name__}: {error}")
-    for bad, sub, what in cases_for(ctx, case):
+    for bad, sub, what, counts in cases_for(ctx, case):
         exercised.add(sub)
-        if failure := expect_error(ctx, bad, what):
+        if failure := expect_error(ctx, bad, what, counts=counts):
             differences.append(failure.evidence)
     if ctx.strategy == "offsets" and case.media and hasattr(ctx.subject, "hf_processor"):
         exercised.add(NO_OFFSETS)

@@ -77,7 +77,8 @@ def failing_variant(case: Case, recipe: Recipe, path: str, evidence: str) -> Cas
     from conformance.subjects.context import make_context
 
     ctx = make_context(recipe.name, SUBJECT, path=path, recipe=recipe)
-    return next((bad for bad, _, what in cases_for(ctx, case) if evidence.startswith(what)), None)
+    return next((bad for bad, _, what, _ in cases_for(ctx, case) if evidence.startswith(what)),
+                None)
 
 
 def write_standalone(out_dir: Path, verdict: Verdict, recipe: Recipe, path: str,

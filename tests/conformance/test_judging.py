@@ -81,3 +81,17 @@ def test_signatures_tell_kinds_of_difference_apart_but_not_values():
     assert signature("errors", "3 placeholders for 2 items: a bare assertion instead of a "
                      "clear error: AssertionError('x')") != signature(
         "errors", "3 placeholders for 2 items: no error; 2 items were placed as {}")
+
+
+def test_a_count_mismatch_error_must_name_the_modality_and_a_count():
+    from conformance.checks.errors import names_the_mismatch
+
+    assert names_the_mismatch("Expected there to be 2 prompt placeholders corresponding to 2 "
+                              "image items, but instead found 1", "image", (2, 1))
+    assert names_the_mismatch("1 audio item(s) were passed but the prompt holds 3", "audio", (1, 3))
+    # vLLM's wrapper around a bare StopIteration: the data's repr holds numbers, not the counts
+    assert not names_the_mismatch("Failed to apply LlavaProcessor on data={'text': '<image>', "
+                                  "'images': [<PIL.Image size=16x16>]} with kwargs={}: ",
+                                  "image", (2, 1))
+    assert not names_the_mismatch("Number of image placeholders does not match", "image", (2, 1))
+    assert not names_the_mismatch("2 items but 1 placeholder", "audio", (2, 1))
