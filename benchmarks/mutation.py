@@ -376,9 +376,11 @@ def is_comparison(cell: dict) -> bool:
     exception the subject raised."""
     if cell["status"] != "fail":
         return False
-    # the detail leads with the first difference no finding explains (the data's list of
-    # differences mixes in the known ones, which say nothing about the mutant)
-    return any(not _EXCEPTION.match(part) for part in _PROBLEM.split(cell["detail"]))
+    # the detail leads with the first difference no finding explains; the data's
+    # `unexplained` lists them all (its `differences` mix in the known ones, which say nothing
+    # about the mutant)
+    parts = [*_PROBLEM.split(cell["detail"]), *cell.get("data", {}).get("unexplained", [])]
+    return any(not _EXCEPTION.match(part) for part in parts)
 
 
 def one_line(detail: str, limit: int = 220) -> str:

@@ -51,11 +51,22 @@ class Outcome:
 PASS = Outcome(True)
 
 
+# Where a checkpoint-level check function lists every difference it found, besides its
+# one-line evidence: each is judged on its own, so a known one hides no other
+PROBLEMS = "problems"
+
+
 def returning_outcome(check: Callable[..., tuple[str | None, dict]]) -> Callable[..., Outcome]:
-    """A checkpoint-level `run` from a function returning (evidence or None, measured data)."""
+    """A checkpoint-level `run` from a function returning (evidence or None, measured data);
+    the data's `PROBLEMS`, when listed, are the differences one by one."""
 
     def run(*args: object, **kwargs: object) -> Outcome:
-        return Outcome.of(*check(*args, **kwargs))
+        evidence, measured = check(*args, **kwargs)
+        if problems := list(measured.pop(PROBLEMS, None) or ()):
+            outcome = Outcome.judged(problems, set())
+            outcome.measured = measured
+            return outcome
+        return Outcome.of(evidence, measured)
 
     return run
 

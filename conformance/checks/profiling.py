@@ -68,7 +68,9 @@ def run(recipe: Recipe, path: str, **_: Any) -> Outcome:
             if native != mine:
                 differences.append(f"{modality}: budget per item: native {native} vs backend "
                                    f"{mine}")
-    return Outcome.of("; ".join(differences) or None, data)
+    outcome = Outcome.judged(differences, set())  # each difference judged on its own
+    outcome.measured = data
+    return outcome
 
 
 CHECK = Check(

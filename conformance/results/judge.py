@@ -57,6 +57,8 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
     data.update(chosen.extra)
     if len(failures) > 1:  # every distinct difference, known or not, stays on record
         data["differences"] = [f.evidence[:300] for f in failures]
+        if unknown:  # and those no finding explains, apart
+            data["unexplained"] = [f.evidence[:300] for f in unknown]
     more = f" (+{len(failures) - 1} other distinct failure(s))" if len(failures) > 1 else ""
     if unknown:
         status = ("error" if chosen.error else

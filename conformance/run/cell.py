@@ -108,6 +108,7 @@ def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str]
     except Exception as error:  # a cell's error is its verdict, never the run's end
         return judge(key, [Failure(exception_text(error), error=True)], exhaustive=False,
                      seconds=time.monotonic() - started)
-    failures = [] if outcome.ok else [Failure(outcome.evidence)]
+    # each difference judged on its own: a known one hides no other
+    failures = [Failure(difference) for difference in outcome.differences]
     return judge(key, failures, seconds=time.monotonic() - started, data=outcome.measured,
                  exhaustive=check.exhaustive if exhaustive is None else exhaustive)

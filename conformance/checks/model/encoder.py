@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conformance.checks.contract import Check, MediaHook, Proof, returning_outcome
+from conformance.checks.contract import PROBLEMS, Check, MediaHook, Proof, returning_outcome
 from conformance.checks.model.inputs import (
     error_text,
     impl_embed,
@@ -43,6 +43,7 @@ def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str 
         data[NESTED] = {}
         problems += compare(recipe, path, nested, device, dtype, subject_media, data[NESTED],
                             f" on '{NESTED}':")
+    data[PROBLEMS] = problems
     return summary(problems), data
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.checks.contract import Check, MediaHook, NotApplicable, Proof, returning_outcome
+from conformance.checks.contract import (
+    PROBLEMS,
+    Check,
+    MediaHook,
+    NotApplicable,
+    Proof,
+    returning_outcome,
+)
 from conformance.checks.model.inputs import error_text, items_in_prompt_order, process, summary
 from conformance.checks.model.loading import (
     BACKEND,
@@ -117,6 +124,7 @@ def check_mrope(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str = 
             if difference:
                 problems.append(f"{subject} on {description!r}: {difference}")
         data["prompts"].append(row)
+    data[PROBLEMS] = problems
     return summary(problems), data
 
 
