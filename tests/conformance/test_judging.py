@@ -95,3 +95,13 @@ def test_a_count_mismatch_error_must_name_the_modality_and_a_count():
                                   "image", (2, 1))
     assert not names_the_mismatch("Number of image placeholders does not match", "image", (2, 1))
     assert not names_the_mismatch("2 items but 1 placeholder", "audio", (2, 1))
+
+
+def test_a_checkpoint_check_hands_every_problem_to_the_judge_on_its_own():
+    from conformance.checks.contract import PROBLEMS, returning_outcome
+
+    run = returning_outcome(lambda: ("a; b", {PROBLEMS: ["a", "b"], "n": 1}))
+    outcome = run()
+    assert not outcome.ok and outcome.differences == ("a", "b")
+    assert outcome.measured == {"n": 1}  # the list is not a measurement
+    assert returning_outcome(lambda: (None, {PROBLEMS: []}))().ok
