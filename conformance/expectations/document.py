@@ -6,7 +6,11 @@ committed file equal to what `findings_markdown()` renders from findings.toml.
 
 from __future__ import annotations
 
+import json
+import re
 import textwrap
+from collections import defaultdict
+from pathlib import Path
 
 from conformance.expectations import ANY, Finding, load
 from conformance.paths import ROOT
@@ -14,6 +18,7 @@ from conformance.run.vllms import RELEASES
 from impl.version import bounds, in_range, matches
 
 DOCUMENT = ROOT / "docs" / "findings.md"
+BASELINE = ROOT / "reports" / "baseline.json"  # where each finding was observed, and how
 WIDTH = 100
 
 MEASURED_VLLMS: dict[str, tuple[str, ...]] = {
@@ -86,7 +91,50 @@ def _shown(finding: Finding) -> str:
     return ", ".join(f"{vllm} {shown_on(finding, vllm)}" for vllm in MEASURED_VLLMS)
 
 
-def _section(finding: Finding) -> list[str]:
+def observed_cells(baseline: Path = BASELINE) -> dict[str, list[dict]]:
+    """The committed baseline's xfail cells by finding id (none without a baseline)."""
+    if not baseline.exists():
+        return {}
+    by_finding: dict[str, list[dict]] = defaultdict(list)
+    for cell in json.loads(baseline.read_text())["cells"]:
+        if cell["status"] == "xfail" and cell.get("finding"):
+            by_finding[cell["finding"]].append(cell)
+    return by_finding
+
+
+def _observed(cells: list[dict]) -> list[str]:
+    """Per transformers version its cells, and each signature observed (the check and the
+    evidence's wording without its values) with its first evidence, as the baseline has them."""
+    from conformance.run.suite import signature
+    from impl.version import parse_version
+
+    if not cells:
+        return ["Observed: no cell of the committed baseline shows it (its versions or vLLM "
+                "lie outside the default matrix).", ""]
+    lines = ["Observed in the committed baseline (`reports/baseline.json`, vLLM "
+             f"{', '.join(sorted({c['vllm'] for c in cells}))}):", ""]
+    by_version: dict[str, list[dict]] = defaultdict(list)
+    for cell in cells:
+        by_version[cell["version"]].append(cell)
+    signatures: dict[str, tuple[list[str], str]] = {}
+    for version in sorted(by_version, key=parse_version):
+        group = by_version[version]
+        where = sorted({f"{c['fixture']}/{c['check']}" for c in group})
+        lines.append(f"- {version}: {len(group)} cell(s): {', '.join(where)}")
+        for cell in group:
+            match = re.search(r"\[observed: (.*?)\](?: \(|$)", cell["detail"], re.S)
+            evidence = match.group(1) if match else cell["detail"]
+            versions, _ = signatures.setdefault(signature(cell["check"], evidence),
+                                                ([], " ".join(evidence.split())[:200]))
+            if version not in versions:
+                versions.append(version)
+    lines += ["", "Signatures observed (the first evidence of each):", ""]
+    lines += [f"- {_code(sig)} on {', '.join(versions)}: {_code(example)}"
+              for sig, (versions, example) in signatures.items()]
+    return lines + [""]
+
+
+def _section(finding: Finding, observed: list[dict] | None = None) -> list[str]:
     lines = [f'<a id="{finding.id}"></a>', "", f"## {finding.id}", "", f"**{finding.title}**", "",
              f"- transformers: {finding.describe_versions()}",
              f"- vLLM: {finding.describe_versions(finding.vllm)} (shown by vLLM "
@@ -103,7 +151,7 @@ def _section(finding: Finding) -> list[str]:
         where = "any check" if check == ANY else f"`{check}`"
         # one string a line: each is an exact substring, which wrapping would break
         lines += [f"- {where}:"] + [f"  - {_code(text)}" for text in texts]
-    return lines + [""]
+    return lines + [""] + _observed(observed or [])
 
 
 def findings_markdown(findings: tuple[Finding, ...] | None = None) -> str:
@@ -123,6 +171,7 @@ def findings_markdown(findings: tuple[Finding, ...] | None = None) -> str:
                      + f"{_names(f.fixtures)} | "
                      f"{_names(f.checks)} |")
     lines.append("")
+    observed = observed_cells()
     for finding in findings:
-        lines += _section(finding)
+        lines += _section(finding, observed.get(finding.id, []))
     return "\n".join(lines).rstrip("\n") + "\n"
