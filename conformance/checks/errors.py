@@ -155,8 +155,8 @@ def run(ctx: Context, case: Case) -> Outcome:
 
 CHECK = Check(
     id="errors",
-    statement="Unplaceable inputs raise the backend's clear error instead of misaligning, and "
-              "valid ones are processed.",
+    statement="Unplaceable inputs raise a clear error (naming the modality and a count, or "
+              "the missing offsets) instead of misaligning, and valid ones are processed.",
     hint="a mismatched prompt is accepted silently or rejected by a bare assert, or the "
          "subject rejects valid input too",
     level="case", run=run, claims=claims,
