@@ -24,9 +24,11 @@ MAX_ITEMS = 3
 IMAGE_SIDES = (16, 400)
 MAX_ASPECT = 8.0
 AUDIO_SAMPLES = (SAMPLING_RATE // 10, 3 * SAMPLING_RATE)
-# Videos stay small (every frame goes through the processor): an odd count and one frame too,
-# which processors grouping frames in pairs (temporal_patch_size 2) pad.
-VIDEO_FRAMES = (1, 4)
+# Videos stay small (every frame goes through the processor). At least two frames: processors
+# grouping frames in pairs (temporal_patch_size 2) take no fewer (Qwen3-VL's and GLM-4V's
+# raise 't:1 must be larger than temporal_factor:2', natively too; vLLM's backend sizes its
+# dummy video the same way); an odd count, which they pad, is drawn.
+VIDEO_FRAMES = (2, 4)
 VIDEO_SIDES = (16, 96)
 
 # Every phase but `explain`: it re-runs an already shrunk failure many times to annotate which

@@ -21,7 +21,8 @@ from conformance.subjects.impl import ImplSubject
 from conformance.subjects.vllm import BACKEND, VllmSubject, backend_takes_video
 from fixtures.registry import available_recipes, get_recipe
 
-VIDEO_FIXTURES = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision", "glm4v"}
+# GLM-4V takes video too, not drawn yet (fixtures/recipes/glm4v.py says why)
+VIDEO_FIXTURES = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision"}
 
 
 def test_a_video_is_its_frames_made_from_the_seed():
