@@ -16,6 +16,19 @@ Names = tuple[str, str]
 EXPECTED: Names = ("expected", "got")
 
 
+def error_text(error: BaseException) -> str:
+    """An exception as evidence: its type and message, and the error it was raised from where
+    that one says what failed (vLLM wraps a failing HF processor call in 'Failed to apply
+    <Processor> on data=...': the cause is what tells one failure from another)."""
+    import traceback
+
+    text = "".join(traceback.format_exception_only(type(error), error)).strip()
+    cause = error.__cause__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text += f" (caused by {type(cause).__name__}: {' '.join(str(cause).split())[:300]})"
+    return text
+
+
 def describe(p: Placeholder) -> str:
     embeds = "all" if len(p.embed_positions) == p.length else (
         f"{len(p.embed_positions)} of {p.length}")

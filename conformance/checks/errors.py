@@ -19,7 +19,7 @@ from typing import Any
 from unittest import mock
 
 from conformance.checks.contract import Check, Outcome, Proof
-from conformance.checks.differences import prompt_difference
+from conformance.checks.differences import error_text, prompt_difference
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
 
@@ -137,8 +137,7 @@ def run(ctx: Context, case: Case) -> Outcome:
     try:
         ctx.subject_output(case)
     except CLEAR_ERRORS + (AssertionError,) as error:
-        differences.append(f"{VALID}: the subject cannot process it: "
-                           f"{type(error).__name__}: {error}")
+        differences.append(f"{VALID}: the subject cannot process it: {error_text(error)}")
     for bad, sub, what, counts in cases_for(ctx, case):
         exercised.add(sub)
         if failure := expect_error(ctx, bad, what, counts=counts):

@@ -1,4 +1,5 @@
-"""Media: every image and audio the harness feeds a processor, made from a spec and a seed.
+"""Media: every image, audio and video the harness feeds a processor, made from a spec and a
+seed.
 
 A `Media` spec is data (a case serialises it into a reproducer); `materialise` makes the same
 object for the same spec. The checkpoint-level checks use `smoke_media`: items of distinct
@@ -15,17 +16,22 @@ from typing import Any
 SAMPLING_RATE = 16000
 IMAGE_SIZES: tuple[tuple[int, int], ...] = ((40, 60), (64, 32), (50, 50), (30, 90))  # (h, w)
 AUDIO_SECONDS: tuple[float, ...] = (1.0, 0.6, 1.4, 0.8)
+# A video is its frames, already decoded and sampled: vLLM's `multi_modal_data` gives each with
+# the metadata of a decoder that kept every frame (its processor samples none), at this rate.
+VIDEO_FPS = 2.0
 
 
 @dataclass(frozen=True)
 class Media:
-    """One item: an image of (height, width) or an audio of `samples`, filled from `seed`."""
+    """One item: an image of (height, width), an audio of `samples`, or a video of `frames`
+    frames of (height, width), filled from `seed`."""
 
     modality: str
     height: int = 0
     width: int = 0
     samples: int = 0
     seed: int = 0
+    frames: int = 0
 
     def materialise(self) -> Any:
         return _materialise(self)
@@ -33,6 +39,8 @@ class Media:
     def describe(self) -> str:
         if self.modality == "image":
             return f"image {self.height}x{self.width} (seed {self.seed})"
+        if self.modality == "video":
+            return f"video {self.frames}x{self.height}x{self.width} (seed {self.seed})"
         return f"audio {self.samples / SAMPLING_RATE:.3f} s (seed {self.seed})"
 
 
@@ -40,11 +48,14 @@ class Media:
 def _materialise(media: Media) -> Any:
     """The same object for the same spec: checks process one item many times (alone, in
     batches, reordered); processors do not modify their inputs."""
-    return make_media(media.modality, media.height, media.width, media.samples, media.seed)
+    return make_media(media.modality, media.height, media.width, media.samples, media.seed,
+                      media.frames)
 
 
-def make_media(modality: str, height: int, width: int, samples: int, seed: int) -> Any:
-    """An RGB image of height x width, or float32 audio of `samples`, filled from `seed`.
+def make_media(modality: str, height: int, width: int, samples: int, seed: int,
+               frames: int = 0) -> Any:
+    """An RGB image of height x width, float32 audio of `samples`, or a video of `frames`
+    RGB frames of height x width (uint8, frames x height x width x 3), filled from `seed`.
 
     Self-contained (numpy and PIL only): standalone reproducers embed its source, so they
     rebuild exactly the items the harness fed."""
@@ -57,6 +68,8 @@ def make_media(modality: str, height: int, width: int, samples: int, seed: int) 
         return Image.fromarray(rng.randint(0, 256, (height, width, 3), dtype=np.uint8))
     if modality == "audio":
         return rng.uniform(-0.5, 0.5, samples).astype(np.float32)
+    if modality == "video":
+        return rng.randint(0, 256, (frames, height, width, 3), dtype=np.uint8)
     raise ValueError(f"no media of modality {modality!r}")
 
 
@@ -76,8 +89,19 @@ def make_items(modality: str, count: int) -> list:
     return [m.materialise() for m in smoke_media(modality, count)]
 
 
+def video_metadata(frames: int) -> dict[str, Any]:
+    """What vLLM's video loader reports for a video whose every frame was kept, at VIDEO_FPS:
+    processors that sample frames read it (vLLM drops it for the others)."""
+    return {"fps": VIDEO_FPS, "duration": frames / VIDEO_FPS, "total_num_frames": frames,
+            "frames_indices": list(range(frames)), "video_backend": "opencv",
+            "do_sample_frames": False}
+
+
 def mm_data(modality: str, items: Sequence) -> dict[str, list]:
-    """vLLM's `multi_modal_data` form: audios carry their sampling rate."""
+    """vLLM's `multi_modal_data` form: audios carry their sampling rate, videos their
+    metadata."""
     if modality == "audio":
         return {"audio": [(item, SAMPLING_RATE) for item in items]}
+    if modality == "video":
+        return {"video": [(item, video_metadata(len(item))) for item in items]}
     return {modality: list(items)}

@@ -2,7 +2,8 @@
 
 Prompts interleave text and placeholders (adjacent ones too, at the start and at the end);
 images vary in size and aspect ratio (tiny, extreme, larger than the resize target); audios
-vary in length; batches vary in size and order.
+vary in length; videos (where the suite draws them) in frames and frame size; batches vary in
+size and order.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ MAX_ITEMS = 3
 IMAGE_SIDES = (16, 400)
 MAX_ASPECT = 8.0
 AUDIO_SAMPLES = (SAMPLING_RATE // 10, 3 * SAMPLING_RATE)
+# Videos stay small (every frame goes through the processor). At least two frames: processors
+# grouping frames in pairs (temporal_patch_size 2) take no fewer (Qwen3-VL's and GLM-4V's
+# raise 't:1 must be larger than temporal_factor:2', natively too; vLLM's backend sizes its
+# dummy video the same way); an odd count, which they pad, is drawn.
+VIDEO_FRAMES = (2, 4)
+VIDEO_SIDES = (16, 96)
 
 # Every phase but `explain`: it re-runs an already shrunk failure many times to annotate which
 # parts of the case matter, most of a failing cell's time, and the reproducer says it better.
@@ -77,8 +84,16 @@ def audios(draw, recipe: Recipe) -> Media:
                  seed=draw(st.integers(0, 2**16)))
 
 
+@st.composite
+def videos(draw, recipe: Recipe) -> Media:
+    low, high = VIDEO_SIDES
+    return Media("video", height=draw(st.integers(low, high)),
+                 width=draw(st.integers(low, high)), frames=draw(st.integers(*VIDEO_FRAMES)),
+                 seed=draw(st.integers(0, 2**16)))
+
+
 def media(recipe: Recipe, modality: str) -> st.SearchStrategy[Media]:
-    return images(recipe) if modality == "image" else audios(recipe)
+    return {"image": images, "audio": audios, "video": videos}[modality](recipe)
 
 
 def processor_options(recipe: Recipe) -> st.SearchStrategy[tuple[tuple[str, object], ...]]:
@@ -89,9 +104,13 @@ def processor_options(recipe: Recipe) -> st.SearchStrategy[tuple[tuple[str, obje
 
 
 @st.composite
-def cases(draw, recipe: Recipe, max_items: int = MAX_ITEMS, with_options: bool = False) -> Case:
-    """A case of the recipe; `with_options`: under one of its processor option sets."""
-    modality = draw(st.sampled_from(recipe.modalities))
+def cases(draw, recipe: Recipe, max_items: int = MAX_ITEMS, with_options: bool = False,
+          video: bool = False) -> Case:
+    """A case of the recipe; `with_options`: under one of its processor option sets; `video`:
+    video items may be drawn too (the suite says so where the subject takes them). Without
+    video the draws are exactly those of the recipe's modalities alone."""
+    modalities = recipe.modalities + (("video",) if video else ())
+    modality = draw(st.sampled_from(modalities))
     count = draw(st.integers(1, min(max_items, recipe.max_items)))
     items = draw(st.lists(media(recipe, modality), min_size=count, max_size=count))
     return Case(recipe.name, modality, draw(text_segments(count + 1)), tuple(items),

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from conformance.inputs.cases import Case
-from conformance.inputs.media import SAMPLING_RATE, Media, make_media
+from conformance.inputs.media import (
+    SAMPLING_RATE,
+    VIDEO_FPS,
+    Media,
+    make_media,
+    video_metadata,
+)
 from conformance.results.verdict import Verdict
 from fixtures.recipe import Recipe
 
@@ -130,10 +136,11 @@ def script(request: Request, verdict: Verdict, *, statement: str, checkpoint: st
         options=dict(request.options) or "none", statement=statement,
         observed=wrap(known + observed), usage=usage, where=default,
         checkpoint=checkpoint, prompt_literal=request.prompt, modality=request.modality,
-        media=[(m.height, m.width, m.samples, m.seed) for m in request.media],
+        media=[(m.height, m.width, m.samples, m.seed, m.frames) for m in request.media],
         options_literal=dict(request.options), formats=formats, compare=request.compare,
         oracle_name=request.oracle, sampling_rate=SAMPLING_RATE,
         make_media=inspect.getsource(make_media).strip(),
+        video_metadata=inspect.getsource(video_metadata).strip(), video_fps=VIDEO_FPS,
     )
 
 
@@ -170,20 +177,27 @@ import sys
 CHECKPOINT = sys.argv[1] if len(sys.argv) > 1 else {checkpoint!r}
 PROMPT = {prompt_literal!r}
 MODALITY = {modality!r}
-ITEMS = {media!r}  # (height, width, audio samples, seed) per item
+ITEMS = {media!r}  # (height, width, audio samples, seed, video frames) per item
 OPTIONS = {options_literal!r}
 FORMATS = {formats!r}  # which half of a two-format (Mistral + HF) checkpoint each reads
 COMPARE = {compare!r}
 ORACLE = {oracle_name!r}
 SAMPLING_RATE = {sampling_rate!r}
+VIDEO_FPS = {video_fps!r}
 CLEAR_ERRORS = (ValueError, RuntimeError, NotImplementedError)
 
 
 {make_media}
 
 
+{video_metadata}
+
+
 def items():
+    """vLLM's form: audios with their sampling rate, videos with their metadata."""
     made = [make_media(MODALITY, *item) for item in ITEMS]
+    if MODALITY == "video":
+        return [(item, video_metadata(len(item))) for item in made]
     return [(item, SAMPLING_RATE) for item in made] if MODALITY == "audio" else made
 
 
@@ -205,6 +219,11 @@ def vllm_processed(impl):
     return list(out["prompt_token_ids"]), ranges
 
 
+def rows(value):
+    """The first row of a batched output, a tensor's or a list's, as ints."""
+    return value[0].tolist() if hasattr(value[0], "tolist") else list(value[0])
+
+
 def hf_processed():
     """The HF processor's own expansion: ids, and per item the span its token type marks
     (cut by the processor's own token counts), its embedding positions the model's token."""
@@ -213,21 +232,33 @@ def hf_processed():
     processor = AutoProcessor.from_pretrained(CHECKPOINT, **OPTIONS)
     config = AutoConfig.from_pretrained(CHECKPOINT)
     made = [make_media(MODALITY, *item) for item in ITEMS]
-    key = {{"image": "images", "audio": "audio"}}[MODALITY]
-    out = processor(text=PROMPT, **{{key: made}}, return_mm_token_type_ids=True,
-                    return_tensors="pt", **OPTIONS)
-    ids = out["input_ids"][0].tolist()
+    key = {{"image": "images", "audio": "audio", "video": "videos"}}[MODALITY]
+    media = {{key: made}}
+    if MODALITY == "video" and getattr(processor.video_processor, "do_sample_frames", False):
+        # as vLLM's backend hands them over: every frame kept, no sampling
+        media["video_metadata"] = [{{k: v for k, v in video_metadata(len(v)).items()
+                                    if k != "do_sample_frames"}} for v in made]
+        media["do_sample_frames"] = False
+    # videos of different lengths do not stack into one tensor; the expansion is compared
+    out = processor(text=PROMPT, **media, return_mm_token_type_ids=True,
+                    return_tensors=None if MODALITY == "video" else "pt", **OPTIONS)
+    ids = rows(out["input_ids"])
     token = next(int(v) for n in (MODALITY + "_token_id", MODALITY + "_token_index")
                  if (v := getattr(config, n, None)) is not None)
     type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
     if type_ids is None:
         marked, counts = [i for i, t in enumerate(ids) if t == token], None
     else:
-        marked = [i for i, t in enumerate(type_ids[0].tolist())
-                  if t == {{"image": 1, "audio": 3}}[MODALITY]]
+        marked = [i for i, t in enumerate(rows(type_ids))
+                  if t == {{"image": 1, "video": 2, "audio": 3}}[MODALITY]]
         counter = getattr(processor, "_get_num_multimodal_tokens", None)
-        counts = None if counter is None or MODALITY != "image" else list(counter(
-            image_sizes=[[h, w] for h, w, _, _ in ITEMS], **OPTIONS)["num_image_tokens"])
+        counts = None
+        if counter is not None and MODALITY == "image":
+            counts = list(counter(image_sizes=[[h, w] for h, w, *_ in ITEMS],
+                                  **OPTIONS)["num_image_tokens"])
+        if counter is not None and MODALITY == "video":
+            counts = list(counter(video_sizes=[[f, h, w] for h, w, _, _, f in ITEMS],
+                                  **OPTIONS)["num_video_tokens"])
     spans, start = [], 0
     for count in counts or []:
         spans.append(marked[start:start + count])

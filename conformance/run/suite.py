@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import time
-import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -17,6 +16,7 @@ from hypothesis.errors import Unsatisfiable
 
 from conformance.checks import get_check
 from conformance.checks.contract import Outcome
+from conformance.checks.differences import error_text
 from conformance.inputs.cases import Case
 from conformance.inputs.strategies import cases
 from conformance.paths import REPORTS_DIR
@@ -69,6 +69,8 @@ class Search:
     generated: int = 0
     compared: int = 0
     compared_by_pass: Counter = field(default_factory=Counter)  # "default", "drawn"
+    compared_by_modality: Counter = field(default_factory=Counter)
+    required: tuple[str, ...] = ()  # modalities a pass must have compared (video, where drawn)
     options_by_pass: dict[str, set] = field(default_factory=dict)  # the options drawn
     current: str = "default"
     unprocessable: Counter = field(default_factory=Counter)  # the oracles' reasons
@@ -79,6 +81,7 @@ class Search:
     def as_data(self, floor: int, claims: tuple[str, ...]) -> dict:
         data: dict = {"examples": self.generated, "compared": self.compared,
                       "compared_by_pass": dict(self.compared_by_pass), "compared_floor": floor,
+                      "compared_by_modality": dict(self.compared_by_modality),
                       "oracle_failures": sum(self.unprocessable.values())}
         if self.unprocessable:
             data["oracle_reasons"] = dict(self.unprocessable.most_common(5))
@@ -102,6 +105,10 @@ class Search:
             return why
         if missing:
             return f"inconclusive: sub-properties never exercised: {', '.join(missing)}"
+        # a modality the search draws but never compared (every such case rejected) is untested
+        if unseen := [m for m in self.required if not self.compared_by_modality[m]]:
+            return f"inconclusive: no {', '.join(unseen)} case compared " \
+                   f"({self.generated} generated in all)"
         return None
 
 
@@ -111,7 +118,7 @@ def oracle_reason(error: BaseException) -> str:
 
 
 def exception_text(error: BaseException) -> str:
-    return "".join(traceback.format_exception_only(type(error), error)).strip()
+    return error_text(error)
 
 
 def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = None,
@@ -135,7 +142,7 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             _ = party.processor
     except Exception as error:
         return verdict([Failure(f"setup: {exception_text(error)}", error=True)])
-    found = Search()
+    found = Search(required=("video",) if ctx.video else ())
     claims = declared.claims(ctx)
 
     def attempt(case: Case) -> None:
@@ -152,6 +159,7 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             outcome, cause = Outcome(False, "raised " + exception_text(error)), error
         found.compared += 1
         found.compared_by_pass[found.current] += 1
+        found.compared_by_modality[case.modality] += 1
         found.exercised |= set(outcome.exercised)
         raised = None
         for evidence in outcome.differences:
@@ -176,7 +184,7 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             found.current = "drawn" if with_options else "default"
             found.compared_by_pass[found.current] += 0
             raised += search(settings(**overrides)(seed(SEARCH_SEED)(
-                given(cases(ctx.recipe, with_options=with_options))(attempt))))
+                given(cases(ctx.recipe, with_options=with_options, video=ctx.video))(attempt))))
     except Unsatisfiable:
         why = "every generated case was discarded: " + (
             found.unprocessable.most_common(1)[0][0] if found.unprocessable else "no valid case")

@@ -60,6 +60,13 @@ class Context:
         return self._memo[key]
 
     @property
+    def video(self) -> bool:
+        """Whether the suite draws video items: where the subject takes them (vLLM's backend,
+        where the vLLM under test serves the fixture's videos); impl reproduces vLLM 0.31.0's
+        backend, which takes none."""
+        return bool(getattr(self.subject, "video", False))
+
+    @property
     def reference(self) -> str:
         """The oracle placeholders are compared with: native vLLM, else the HF processor."""
         return "vllm-native" if "vllm-native" in self.oracles else "hf"

@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 from conformance.inputs.cases import Case
+from conformance.inputs.media import video_metadata
 from fixtures.recipe import Recipe
 from impl.types import Placeholder, ProcessedPrompt
 
@@ -61,14 +62,18 @@ class HfSubject(CheckpointFiles):
 
     def process(self, case: Case, **_: Any) -> ProcessedPrompt:
         text = case.prompt(self.recipe.placeholder[case.modality])
-        media_key = {"image": "images", "audio": "audio"}[case.modality]
         processor = self.processor_for(case.processor_kwargs)
-        out = processor(text=text, **{media_key: case.items()}, return_mm_token_type_ids=True,
-                        return_tensors="pt", **dict(case.processor_kwargs))
-        ids = tuple(out["input_ids"][0].tolist())
+        media_key = {"image": "images", "audio": "audio"}.get(case.modality)
+        media = video_inputs(processor, case) if media_key is None else {media_key: case.items()}
+        # Videos of different frame counts do not stack into one tensor (LLaVA-OneVision's
+        # processor): the expansion is what is compared, so their outputs stay lists.
+        tensors = None if case.modality == "video" else "pt"
+        out = processor(text=text, **media, return_mm_token_type_ids=True,
+                        return_tensors=tensors, **dict(case.processor_kwargs))
+        ids = tuple(first_row(out["input_ids"]))
         type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
         if type_ids is not None:
-            marked = [i for i, t in enumerate(type_ids[0].tolist())
+            marked = [i for i, t in enumerate(first_row(type_ids))
                       if t == _TYPE_IDS[case.modality]]
         else:  # older processors mark nothing: runs of the model's own token stand in
             marked = [i for i, t in enumerate(ids) if t == self.embed_token_id(case.modality)]
@@ -88,10 +93,33 @@ class HfSubject(CheckpointFiles):
     def counts(self, case: Case) -> list[int] | None:
         counter = getattr(self.processor_for(case.processor_kwargs),
                           "_get_num_multimodal_tokens", None)
-        if counter is None or case.modality != "image":
+        if counter is None or case.modality not in ("image", "video"):
             return None
+        if case.modality == "video":  # counted per video since transformers 5.18
+            sizes = [[m.frames, m.height, m.width] for m in case.media]
+            return list(counter(video_sizes=sizes,
+                                **dict(case.processor_kwargs))["num_video_tokens"])
         sizes = [[m.height, m.width] for m in case.media]
         return list(counter(image_sizes=sizes, **dict(case.processor_kwargs))["num_image_tokens"])
+
+
+def video_inputs(processor: Any, case: Case) -> dict[str, Any]:
+    """A case's videos as vLLM's backend hands them to the HF processor: the frames, and where
+    the video processor samples frames, their metadata with sampling off (they are the
+    frames a decoder kept)."""
+    inputs: dict[str, Any] = {"videos": case.items()}
+    if getattr(getattr(processor, "video_processor", None), "do_sample_frames", False):
+        inputs["video_metadata"] = [
+            {k: v for k, v in video_metadata(m.frames).items() if k != "do_sample_frames"}
+            for m in case.media]
+        inputs["do_sample_frames"] = False
+    return inputs
+
+
+def first_row(value: Any) -> list[int]:
+    """The first prompt's row of a batched output, a tensor's or a list's."""
+    row = value[0]
+    return row.tolist() if hasattr(row, "tolist") else list(row)
 
 
 def split_marked(marked: list[int], counts: list[int] | None) -> list[list[int]]:

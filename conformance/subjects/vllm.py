@@ -254,6 +254,18 @@ def apply(processor: Any, prompt: str | list[int], mm_data: dict, cache: Any = N
 # --- the subjects ------------------------------------------------------------------------------
 
 
+def backend_takes_video(recipe: Any) -> bool:
+    """Whether the suites give this fixture's backend video items: its architecture takes
+    video and the Transformers backend of the vLLM under test takes it on the installed
+    transformers (`vllms.backend_takes_video`, from the release)."""
+    import transformers
+
+    from conformance.run import vllms
+
+    return bool(getattr(recipe, "takes_video", False)) and vllms.backend_takes_video(
+        vllms.current_label(), transformers.__version__)
+
+
 class VllmSubject:
     """A vLLM multimodal processor (`vllm-backend` or `vllm-native`), created as the engine would.
 
@@ -265,11 +277,15 @@ class VllmSubject:
     def __init__(self, name: str, model_impl: str, path: str, recipe: Any):
         self.name, self.model_impl, self.path, self.recipe = name, model_impl, path, recipe
         self._processors: dict[Options, Any] = {}
+        # Video items where the backend under test takes the fixture's videos (native vLLM,
+        # its oracle, is then asked for them too); no limit for video otherwise, as before.
+        self.video = backend_takes_video(recipe)
+        self.modalities = tuple(recipe.modalities) + (("video",) if self.video else ())
 
     def model_config(self, options: Options = ()) -> Any:
         # `cache_gb` sizes the cache `new_cache` makes; `process` uses none unless given one.
         return model_config(self.path, self.model_impl,
-                            {m: MAX_ITEMS for m in self.recipe.modalities}, options=options,
+                            {m: MAX_ITEMS for m in self.modalities}, options=options,
                             cache_gb=4)
 
     def processor_for(self, options: Options = ()) -> Any:
