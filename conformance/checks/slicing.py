@@ -17,8 +17,10 @@ from conformance.subjects.context import Context, OracleFailed
 
 ALONE = "alone vs batch"
 HF = "alone vs the HF processor"
-# The per-item counts the backend writes itself (its `_MODALITY_SIZE_KEYS`), no HF output
-COUNT_FIELDS = {"image": "num_image_patches", "audio": "num_audio_tokens"}
+# The per-item counts the backend writes itself (its `_MODALITY_SIZE_KEYS`; video from vLLM
+# 0.32.0, whose backend takes it), no HF output
+COUNT_FIELDS = {"image": "num_image_patches", "audio": "num_audio_tokens",
+                "video": "num_video_patches"}
 
 
 def claims(ctx: Context) -> tuple[str, ...]:
