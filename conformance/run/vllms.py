@@ -199,10 +199,13 @@ def unsupported(label: str, transformers: str) -> str | None:
 def backend_takes_video(label: str, transformers: str) -> bool:
     """Whether the Transformers backend of this vLLM takes video items on `transformers`: the
     one place the suites ask before drawing videos (a folder's vLLM as its release's; an
-    unknown label takes none)."""
+    unknown label takes none). Only inside the release's transformers window: above it the
+    oracle, native vLLM, may not process video at all (0.32.0's Qwen3-VL on 5.24.0 calls the HF
+    processor with the prompt's text alone, which 5.24.0 rejects: 'Found 1 <|video_pad|> tokens
+    in the text but no videos were passed')."""
     found = RELEASES.get(release_of(label))
     return found is not None and found.video_from is not None and \
-        in_range(transformers, found.video_from)
+        in_range(transformers, found.video_from) and not above_window(label, transformers)
 
 
 def above_window(label: str, transformers: str) -> bool:
