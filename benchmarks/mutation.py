@@ -203,13 +203,15 @@ MUTANTS: tuple[Mutant, ...] = (
            "counts.append(len(seq))",
            "the replacement's length taken for its embedding count (equal only without "
            "begin/end markers)",
-           ("qwen2_audio",),
-           equivalent="measured equivalent on 5.17.0: Qwen2AudioProcessor.replace_audio_token "
-                      "returns only <|AUDIO|> tokens (no begin/end markers), so the length is "
-                      "the count; embed-count's token-count sub-property compares "
-                      "num_audio_tokens with the embedding positions and would see it on an "
-                      "audio fixture with markers (none processes audio on the Offsets path: "
-                      "gemma3n and voxtral are unsupported there)"),
+           ("qwen2_audio", "audioflamingo3"),
+           equivalent="measured equivalent on 5.17.0: Qwen2AudioProcessor's and "
+                      "AudioFlamingo3Processor's replace_audio_token return only audio tokens "
+                      "(no begin/end markers), so the length is the count; embed-count's "
+                      "token-count sub-property compares num_audio_tokens with the embedding "
+                      "positions and would see it on an audio fixture with markers (none "
+                      "processes audio on the Offsets path: gemma3n and voxtral are unsupported "
+                      "there; MusicFlamingo's has markers but native vLLM 0.31.0 dropped it, "
+                      "Gemma 4's has them but its audio config names no max input length)"),
     # --- encoder output split per item ----------------------------------------------------------
     Mutant("split-first-item-size", "encoder: per-item split (un-padded images)",
            "embeddings.extend(self._split_embeddings(features, [split_sizes[index]]))",
@@ -234,7 +236,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "return self._split_embeddings(audio_output.pooler_output, split_sizes)",
            "return self._split_embeddings(audio_output.last_hidden_state, split_sizes)",
            "the same ModelOutput confusion on the audio side",
-           ("qwen2_audio",)),
+           ("audioflamingo3",)),
     # --- M-RoPE ---------------------------------------------------------------------------------
     Mutant("mrope-batch-axis", "M-RoPE: positions of the one sequence",
            "mrope_positions = mrope_positions[:, 0]",
@@ -424,9 +426,8 @@ SHOULD_CATCH = {
                                  "two-modality fixture (gemma3n is unsupported, no other has two)",
     "offsets-audio-count-length": "embed-count's token count (num_audio_tokens vs the item's "
                                   "embedding positions) on an audio fixture whose replacement "
-                                  "has begin/end markers (none runs on the Offsets path)",
-    "audio-split-last-hidden": "encoder on an audio fixture whose model checks run "
-                               "(qwen2_audio's are xfail: no get_audio_features)",
+                                  "has begin/end markers (none runs on the Offsets path; "
+                                  "qwen2_audio's and audioflamingo3's have none)",
     "offsets-missing-offsets-silent": "errors' 'processor without offsets' sub-case, which "
                                       "never runs once the n-1 sub-case meets the known bare "
                                       "assert (offsets-bare-assert)",

@@ -4,7 +4,8 @@
 For each checkpoint folder given: the encoder budget per item vLLM's scheduler reads
 (`vllm.multimodal.encoder_budget.get_mm_max_toks_per_item`) for native vLLM and for the
 Transformers backend, and the HF processor's own token count for the largest items a request
-may carry (a 10000x10000 image, 400x400, 400x51, 51x400; 3 s of audio).
+may carry (a 10000x10000 image, 400x400, 400x51, 51x400; for audio, the longest audio the
+processor keeps: its `max_audio_len` seconds where it declares one, else 30 s).
 
     .venv/bin/python reports/confirm/profiling_budgets.py CHECKPOINT_DIR...
 """
@@ -36,6 +37,15 @@ def hf_counts(path: str) -> dict:
         for h, w in ((10000, 10000), (400, 400), (400, 51), (51, 400)):
             counts = processor._get_num_multimodal_tokens(image_sizes=[[h, w]])
             out[f"image {h}x{w}"] = counts["num_image_tokens"][0]
+    token = getattr(processor, "audio_token", None)
+    if token is not None and hasattr(processor, "feature_extractor"):
+        import numpy as np
+
+        seconds = getattr(processor, "max_audio_len", 30)
+        rate = processor.feature_extractor.sampling_rate
+        audio = np.zeros(int(seconds * rate), dtype=np.float32)
+        ids = processor(text=token, audio=[audio], return_tensors="pt")["input_ids"][0].tolist()
+        out[f"audio {seconds} s"] = ids.count(processor.tokenizer.convert_tokens_to_ids(token))
     return out
 
 
