@@ -118,3 +118,26 @@ def output_difference(expected: ProcessedPrompt, actual: ProcessedPrompt) -> str
     if expected.item_hashes != actual.item_hashes:
         return f"item hashes differ: {expected.item_hashes} vs {actual.item_hashes}"
     return None
+
+
+def served_form(hf_value: Any, served: Any) -> Any:
+    """The HF processor's value for one item in the form vLLM serves it, changed only as
+    documented: a batched field drops its leading dimension of 1 (one entry per item), Python
+    numbers become a tensor, and floating-point data takes the served dtype (vLLM casts it to
+    the model's dtype)."""
+    import torch
+
+    if isinstance(hf_value, list) and len(hf_value) == 1 and not isinstance(served, list):
+        hf_value = hf_value[0]
+    if isinstance(hf_value, (int, float, list)) and isinstance(served, torch.Tensor):
+        # a plain value the processor returns as Python numbers (Qwen2.5-VL's
+        # second_per_grid_ts) is served as a tensor of them
+        hf_value = torch.as_tensor(hf_value)
+    if not (isinstance(hf_value, torch.Tensor) and isinstance(served, torch.Tensor)):
+        return hf_value
+    if hf_value.shape != served.shape and hf_value.shape[:1] == (1,) \
+            and hf_value.shape[1:] == served.shape:
+        hf_value = hf_value[0]
+    if hf_value.is_floating_point() and served.is_floating_point():
+        hf_value = hf_value.to(served.dtype)
+    return hf_value

@@ -8,10 +8,8 @@ more (a helper field the backend should have popped reaches the model as a keywo
 
 from __future__ import annotations
 
-from typing import Any
-
 from conformance.checks.contract import Check, Outcome, Proof
-from conformance.checks.differences import value_difference
+from conformance.checks.differences import served_form, value_difference
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context, OracleFailed
 
@@ -25,29 +23,6 @@ COUNT_FIELDS = {"image": "num_image_patches", "audio": "num_audio_tokens",
 
 def claims(ctx: Context) -> tuple[str, ...]:
     return (ALONE, HF)
-
-
-def served_form(hf_value: Any, served: Any) -> Any:
-    """The HF processor's value for one item in the form vLLM serves it, changed only as
-    documented: a batched field drops its leading dimension of 1 (one entry per item), Python
-    numbers become a tensor, and floating-point data takes the served dtype (vLLM casts it to
-    the model's dtype)."""
-    import torch
-
-    if isinstance(hf_value, list) and len(hf_value) == 1 and not isinstance(served, list):
-        hf_value = hf_value[0]
-    if isinstance(hf_value, (int, float, list)) and isinstance(served, torch.Tensor):
-        # a plain value the processor returns as Python numbers (Qwen2.5-VL's
-        # second_per_grid_ts) is served as a tensor of them
-        hf_value = torch.as_tensor(hf_value)
-    if not (isinstance(hf_value, torch.Tensor) and isinstance(served, torch.Tensor)):
-        return hf_value
-    if hf_value.shape != served.shape and hf_value.shape[:1] == (1,) \
-            and hf_value.shape[1:] == served.shape:
-        hf_value = hf_value[0]
-    if hf_value.is_floating_point() and served.is_floating_point():
-        hf_value = hf_value.to(served.dtype)
-    return hf_value
 
 
 def hf_difference(hf: dict, served: dict, modality: str, where: str) -> str | None:
