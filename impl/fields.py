@@ -147,8 +147,11 @@ def keep_on_cpu_keys(specs: Mapping[str, FieldSpec]) -> set[str]:
 
 
 def slice_field(data: Any, spec: FieldSpec) -> list[Any]:
+    # a tensor is cut in one call (views of the same rows as indexing gives, far cheaper)
     if spec.sizes is None:
-        return list(data)
+        return list(data.unbind(0)) if isinstance(data, torch.Tensor) else list(data)
+    if isinstance(data, torch.Tensor) and data.shape[spec.dim] == sum(spec.sizes):
+        return list(data.split(list(spec.sizes), dim=spec.dim))
     bounds = [0, *accumulate(spec.sizes)]
     lead = (slice(None),) * spec.dim
     return [

@@ -99,14 +99,14 @@ def build_replacements(
         target = target_token_ids(tokenizer, getattr(processor, f"{modality}_token"))
         updates[modality] = []
         for index, fields in enumerate(modality_items):
-            ids = fields.pop(f"{modality}_replacement_ids")
+            tokens = tuple(map(int, fields.pop(f"{modality}_replacement_ids").tolist()))
             updates[modality].append(
                 Replacement(
                     modality=modality,
                     item_index=index,
                     target=target,
-                    tokens=tuple(int(t) for t in ids.tolist()),
-                    embed_token_id=embed_token_id(ids),
+                    tokens=tokens,
+                    embed_token_id=embed_token_id(tokens),
                 )
             )
     return updates
