@@ -160,17 +160,21 @@ def share_env(cpus: tuple[int, ...]) -> dict[str, str]:
 
 
 def fixture_costs() -> dict[str, float]:
-    """Seconds per fixture in the committed baseline (all its cells on one version): how the
-    runner balances a version's fixtures over workers. Missing: every fixture costs the same."""
+    """Seconds per fixture in the committed baseline, keyed by fixture (all its versions) and
+    by (fixture, version): how the runner balances a version's fixtures over workers (a
+    fixture's cost differs by version: Legacy cells are cheaper). Missing: every fixture costs
+    the same."""
     from conformance.paths import REPORTS_DIR
 
     try:
         cells = json.loads((REPORTS_DIR / "baseline.json").read_text())["cells"]
     except (OSError, ValueError, KeyError):
         return {}
-    costs: dict[str, float] = defaultdict(float)
+    costs: dict = defaultdict(float)
     for cell in cells:
-        costs[cell["fixture"]] += float(cell.get("seconds") or 0.0)
+        seconds = float(cell.get("seconds") or 0.0)
+        costs[cell["fixture"]] += seconds
+        costs[(cell["fixture"], cell["version"])] += seconds
     return dict(costs)
 
 
@@ -186,17 +190,23 @@ def work_units(cells: Iterable[CellKey], jobs: int,
     if not by_version:
         return []
     parts = max(1, -(-max(1, jobs) // len(by_version)))  # ceil(jobs / versions)
-    mean = sum(costs.values()) / len(costs) if costs else 1.0
+    totals = [cost for key, cost in costs.items() if isinstance(key, str)]
+    mean = sum(totals) / len(totals) if totals else 1.0
     units: list[tuple[float, list[CellKey]]] = []
     for group in sorted(by_version, key=lambda g: (sort_key(g[0]), parse_version(g[1]))):
         version_cells = by_version[group]
         fixtures = list(dict.fromkeys(c.fixture for c in version_cells))
+
+        def cost(fixture: str, version: str = group[1]) -> float:
+            # this version's seconds where the baseline has them, else all versions'
+            return costs.get((fixture, version), costs.get(fixture, mean))
+
         loads = [0.0] * min(parts, len(fixtures))
         owner: dict[str, int] = {}
-        for fixture in sorted(fixtures, key=lambda f: -costs.get(f, mean)):  # longest first
+        for fixture in sorted(fixtures, key=lambda f: -cost(f)):  # longest first
             lightest = loads.index(min(loads))
             owner[fixture] = lightest
-            loads[lightest] += costs.get(fixture, mean)
+            loads[lightest] += cost(fixture)
         for part, load in enumerate(loads):
             units.append((load, [c for c in version_cells if owner[c.fixture] == part]))
     return [unit for _, unit in sorted(units, key=lambda u: -u[0])]
