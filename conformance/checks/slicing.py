@@ -49,7 +49,7 @@ def run(ctx: Context, case: Case) -> Outcome:
                                           f"{modality} item {index} (alone vs batch)"):
             differences.append(difference)
             break
-    for index in range(len(case.media)):
+    for index in range(len(case.media) if "hf" in ctx.oracles else 0):
         try:
             hf = ctx.oracle_output("hf", case.single(index)).item_fields[modality][0]
         except OracleFailed:  # the HF processor rejects the item: nothing to compare with
