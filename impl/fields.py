@@ -119,15 +119,15 @@ def field_specs(processor: Any, hf_inputs: Mapping[str, Any]) -> dict[str, Field
 
     specs: dict[str, FieldSpec] = {}
     for modality in modalities:
+        modality_sizes = torch.as_tensor(sizes[modality])
+        total_rows = int(modality_sizes.sum())
         for key in owned[modality]:
             data = hf_inputs[key]
             # audio and un-padded (list) fields already hold one entry per item
             if modality == "audio" or isinstance(data, list):
                 specs[key] = batched(modality)
             else:
-                modality_sizes = torch.as_tensor(sizes[modality])
-                dim = slice_dim(data, int(modality_sizes.sum()))
-                specs[key] = flat_from_sizes(modality, modality_sizes, dim)
+                specs[key] = flat_from_sizes(modality, modality_sizes, slice_dim(data, total_rows))
     for modality in modalities:
         specs[MODALITY_SIZE_KEYS[modality]] = batched(modality, keep_on_cpu=True)
         replacement_sizes = hf_inputs.get(f"{modality}_replacement_sizes")

@@ -85,12 +85,20 @@ def load_processor(path: str, options: Mapping[str, Any] | None = None) -> Any:
 _PLAIN = (int, float, str, bool, type(None))
 
 
+def _plain(value: Any) -> bool:
+    """A leaf, or a tuple of leaves (an offset entry's spans): nothing to map inside."""
+    kind = type(value)
+    return kind in _PLAIN or (kind is tuple and all(type(item) in _PLAIN for item in value))
+
+
 def map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    if type(value) in _PLAIN:
+    if _plain(value):
         return value
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, Mapping):
+        if all(_plain(item) for item in value.values()):
+            return dict(value)
         return {key: map_tensors(item, fn) for key, item in value.items()}
     if isinstance(value, list):
         return [map_tensors(item, fn) for item in value]

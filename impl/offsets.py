@@ -17,12 +17,11 @@ from impl.replace import Replacement
 def embed_token_id(ids: Sequence[int] | torch.Tensor) -> int:
     """The token an expansion repeats carries the embeddings: the most frequent id, the
     smallest of them on a tie (torch.mode's choice)."""
-    values = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    values = ids.tolist() if isinstance(ids, torch.Tensor) else ids
     if not values:
         raise IndexError("an empty replacement has no embedding token")
     counts = Counter(values)
-    top = max(counts.values())
-    return min(value for value, count in counts.items() if count == top)
+    return max(counts, key=lambda value: (counts[value], -value))
 
 
 def target_token_ids(tokenizer: Any, token: str | int | Sequence[int]) -> tuple[int, ...]:
@@ -99,7 +98,7 @@ def build_replacements(
         target = target_token_ids(tokenizer, getattr(processor, f"{modality}_token"))
         updates[modality] = []
         for index, fields in enumerate(modality_items):
-            tokens = tuple(map(int, fields.pop(f"{modality}_replacement_ids").tolist()))
+            tokens = tuple(fields.pop(f"{modality}_replacement_ids").tolist())
             updates[modality].append(
                 Replacement(
                     modality=modality,

@@ -42,10 +42,19 @@ def find_token_match(prompt: Sequence[int], target: Sequence[int], start: int) -
     size = len(target)
     if size == 0:
         return None
+    if not isinstance(prompt, (list, tuple)):
+        prompt = list(prompt)
     target = list(target)
-    for index in range(start, len(prompt) - size + 1):
-        if list(prompt[index : index + size]) == target:
+    # candidates are the positions of the target's first token (list.index runs in C)
+    index, stop = start, len(prompt) - size + 1
+    while index < stop:
+        try:
+            index = prompt.index(target[0], index, stop)
+        except ValueError:
+            return None
+        if size == 1 or list(prompt[index : index + size]) == target:
             return index, index + size
+        index += 1
     return None
 
 

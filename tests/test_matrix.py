@@ -126,3 +126,18 @@ def test_each_job_gets_its_own_cpus(monkeypatch):
     assert matrix.cpu_shares(2) == [(0, 1), (2, 3)]
     assert matrix.cpu_shares(1) == [(0, 1, 2, 3)]
     assert matrix.share_env((2, 3))["OMP_NUM_THREADS"] == "2"
+
+
+def test_a_worker_warm_up_that_cannot_import_or_compile_goes_on(monkeypatch, capsys):
+    """The warm-up only moves time out of the first cell: what it cannot do, a cell reports."""
+    from conformance.run import worker
+
+    def no_sampler():
+        raise ImportError("no vllm.v1.sample")
+
+    monkeypatch.setattr(worker, "WARM_UP", ("no_such_module_anywhere",))
+    monkeypatch.setattr(worker, "compile_sampler", no_sampler)
+    worker.warm_up()
+    out = capsys.readouterr().out
+    assert "cannot import no_such_module_anywhere" in out
+    assert "sampler not compiled: no vllm.v1.sample" in out

@@ -62,6 +62,47 @@ def pin_to_share() -> None:
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
 
 
+# What nearly every cell imports: done before the first cell, so that no cell's time carries
+# it. A cell's seconds are what the runner balances workers by (`matrix.fixture_costs`); the
+# import time (about 11 s here) used to land on whichever fixture a worker ran first.
+WARM_UP = ("transformers", "hypothesis", "conformance.run.suite", "conformance.checks",
+           "vllm.entrypoints.llm", "vllm.model_executor.models.transformers",
+           # the engine's model runner (the CPU one builds on the GPU one): about 4 s more
+           # that the first engine of a worker paid
+           "vllm.v1.worker.gpu_worker", "vllm.v1.worker.cpu_worker")
+
+
+def compile_sampler() -> None:
+    """vLLM's sampler ranks logprobs with a `torch.compile`d function, compiled on its first
+    call in a process (about 4 s here) and once more, with dynamic shapes, on the next vocab
+    size (0.5 s): the first engine cell with logprobs of every worker paid it. Two calls
+    with two vocab sizes leave the dynamic graph every later call uses."""
+    import torch
+    from vllm.v1.sample.sampler import Sampler
+
+    for vocab in (16, 17):
+        for rows in (1, 3):
+            logprobs = torch.randn(rows, vocab).log_softmax(-1)
+            Sampler.gather_logprobs(logprobs, 2, torch.zeros(rows, dtype=torch.long))
+
+
+def warm_up() -> None:
+    import importlib
+    import time
+
+    started = time.monotonic()
+    for module in WARM_UP:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # the cells that need it report it
+            print(f"warm-up: cannot import {module}: {error}", flush=True)
+    try:
+        compile_sampler()
+    except Exception as error:  # another vLLM's sampler: its first cell pays instead
+        print(f"warm-up: sampler not compiled: {error}", flush=True)
+    print(f"warm-up: {time.monotonic() - started:.1f} s", flush=True)
+
+
 def main(argv: list[str]) -> int:
     pin_to_share()
     from conformance.results.verdict import CellKey
@@ -69,6 +110,7 @@ def main(argv: list[str]) -> int:
 
     raw_keys = keys_from_args(argv) if argv else json.load(sys.stdin)
     build_all({raw[0] for raw in raw_keys})
+    warm_up()
     for raw in raw_keys:
         key = CellKey(*raw)
         emit(START, json.dumps(list(key)))
@@ -76,5 +118,17 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def leave(code: int) -> None:
+    """End the process without its interpreter teardown. Every verdict is out and flushed, and
+    nothing of a worker outlives it; tearing down the engines and models it kept (one or two
+    per fixture) took about 2 s per fixture (measured: 40 s after the last verdict of a
+    19-fixture column), time in which the matrix waits for a worker that has finished."""
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    leave(main(sys.argv[1:]))

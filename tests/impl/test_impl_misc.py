@@ -4,7 +4,7 @@ import torch
 
 from impl import strategy_for
 from impl.hashing import item_hash
-from impl.hf import accepted_kwargs, call_processor
+from impl.hf import accepted_kwargs, call_processor, map_tensors
 from impl.types import placeholder_from_mask
 
 
@@ -68,3 +68,12 @@ def test_call_processor_wraps_failures_and_casts() -> None:
     out = call_processor(fine, {"text": "x"}, {"dropped": 1}, dtype=torch.float16)
     assert out["pixel_values"].dtype == torch.float16 and out["ids"].dtype == torch.long
     assert out["meta"] == [{"a": (1,)}]
+
+
+def test_map_tensors_maps_every_tensor_and_keeps_plain_leaves() -> None:
+    entry = {"type": "image", "span": (3, 4), "replacement": "<img>"}
+    value = {"ids": torch.ones(2), "offsets": [[entry]], "pair": (torch.zeros(1), 2)}
+    mapped = map_tensors(value, lambda t: t + 1)
+    assert torch.equal(mapped["ids"], torch.full((2,), 2.0))
+    assert mapped["offsets"] == [[entry]] and mapped["offsets"][0][0] is not entry
+    assert torch.equal(mapped["pair"][0], torch.ones(1)) and mapped["pair"][1] == 2

@@ -1,5 +1,7 @@
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from impl_fakes import FakeTokenizer
 
 from impl.offsets import bind_replacements, embed_token_id, target_token_ids
@@ -24,6 +26,18 @@ def test_find_token_match() -> None:
     assert find_token_match([1, 2, 3, 2, 3], [2, 3], 2) == (3, 5)
     assert find_token_match([1, 2, 3], [3, 4], 0) is None
     assert find_token_match([1, 2, 3], [], 0) is None
+    assert find_token_match((5, 1, 2), (1, 2), 0) == (1, 3)  # any sequence, not only lists
+    assert find_token_match(torch.tensor([5, 1, 2]).tolist(), [2], 2) == (2, 3)
+
+
+@given(st.lists(st.integers(0, 3), max_size=12), st.lists(st.integers(0, 3), max_size=3),
+       st.integers(0, 12))
+def test_find_token_match_is_the_first_window_equal_to_the_target(prompt, target, start):
+    """The C-level search for the first token finds what comparing every window finds."""
+    windows = [i for i in range(start, len(prompt) - len(target) + 1)
+               if target and prompt[i:i + len(target)] == target]
+    expected = (windows[0], windows[0] + len(target)) if windows else None
+    assert find_token_match(prompt, target, start) == expected
 
 
 @pytest.mark.parametrize(
