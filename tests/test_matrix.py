@@ -109,16 +109,59 @@ def test_shards_partition_the_cells_by_version_and_fixture():
         assert all((c.version, c.fixture) in groups for c in part)
 
 
-def test_a_version_is_split_by_whole_fixtures_when_jobs_outnumber_versions():
+def test_a_version_is_shared_by_fixtures_when_jobs_outnumber_versions():
     cells = expand_cells(["llava", "gemma3", "idefics3"], ["5.17.0"], ["impl"],
                          ["cache", "slicing"])
-    units = matrix.work_units(cells, jobs=2, costs={"llava": 10.0, "gemma3": 6.0,
-                                                    "idefics3": 5.0})
-    assert [sorted({c.fixture for c in u}) for u in units] == [["gemma3", "idefics3"], ["llava"]]
-    assert sorted(c for u in units for c in u) == sorted(cells)
-    # as many versions as jobs: one worker per version, nothing split
+    plans = matrix.worker_plans(cells, jobs=2, costs={"llava": 10.0, "gemma3": 6.0,
+                                                      "idefics3": 5.0})
+    # each worker starts on one of the costliest fixtures, then both take from one queue
+    assert [sorted({c.fixture for c in p.cells}) for p in plans] == [["llava"], ["gemma3"]]
+    assert plans[0].feed is plans[1].feed and plans[0].feed.fixtures[-1] == "idefics3"
+    assert {c.fixture for c in plans[0].feed()} == {"idefics3"} and plans[0].feed() is None
+    # as many versions as jobs: one worker per version, given all its cells at once
     two = expand_cells(["llava", "gemma3"], ["5.12.1", "5.17.0"], ["impl"], ["cache"])
-    assert sorted(len(u) for u in matrix.work_units(two, jobs=2, costs={})) == [2, 2]
+    plans = matrix.worker_plans(two, jobs=2, costs={})
+    assert sorted(len(p.cells) for p in plans) == [2, 2] and not any(p.feed for p in plans)
+
+
+FED_WORKER = (
+    "import json, sys\n"
+    "from conformance.run.worker import messages\n"
+    "for message in messages(sys.stdin):\n"
+    "    if isinstance(message, dict):\n"
+    "        print('built', sorted(message['build']), flush=True); continue\n"
+    "    for cell in message:\n"
+    f"        print({start_line(A)[:-1]}'.replace('llava', cell[0]), flush=True)\n"
+    "        if cell[0] == 'gemma3':\n"
+    "            raise SystemExit(139)\n"
+    f"        print({verdict_line(A)}.replace('llava', cell[0]), flush=True)\n"
+)
+
+
+def test_workers_sharing_a_version_take_its_fixtures_one_at_a_time(tmp_path, monkeypatch):
+    """A worker fed fixture by fixture: built first, each next fixture given when the last
+    verdict of the one before is in; a crash costs its cell, a fresh worker takes the rest."""
+    fake_worker(monkeypatch, FED_WORKER)
+    D = CellKey("qwen2_vl", "5.17.0", "impl", "cache")
+    queue = matrix.FixtureQueue([A, B, C, D], {"llava": 4, "gemma3": 3, "idefics3": 2,
+                                               "qwen2_vl": 1}.get)
+    got: list[Verdict] = []
+    run_version("5.17.0", queue() or [], tmp_path, got.append, feed=queue,
+                build=queue.fixtures, log_name="w.log")
+    assert [(v.fixture, v.status) for v in got] == [
+        ("llava", "pass"), ("gemma3", "crash"), ("idefics3", "pass"), ("qwen2_vl", "pass")]
+    log = (tmp_path / "w.log").read_text()
+    assert log.count("built ['gemma3', 'idefics3', 'llava', 'qwen2_vl']") == 2  # and restarted
+
+
+def test_the_worker_reads_the_runners_cells_whole_or_line_by_line():
+    import io
+
+    from conformance.run.worker import messages
+
+    assert list(messages(io.StringIO(json.dumps([list(A), list(B)])))) == [[list(A), list(B)]]
+    lines = io.StringIO('{"build": ["llava"]}\n' + json.dumps([list(A)]) + "\n")
+    assert list(messages(lines)) == [{"build": ["llava"]}, [list(A)]]
 
 
 def test_each_job_gets_its_own_cpus(monkeypatch):

@@ -21,6 +21,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.results.verdict import CellKey, Verdict
@@ -52,9 +53,27 @@ def _failed(key: CellKey, status: str, detail: str) -> Verdict:
     return Verdict.of(key, status, detail)
 
 
+Feed = Callable[[], "list[CellKey] | None"]
+
+
+def _send(process: subprocess.Popen, message: object) -> None:
+    """One line of the worker's stdin: a list of cells to run, or {"build": fixtures}."""
+    assert process.stdin is not None
+    try:
+        process.stdin.write(json.dumps(message) + "\n")
+        process.stdin.flush()
+    except OSError:  # it has died: its exit is read below
+        pass
+
+
 def run_worker(cells: list[CellKey], env: dict[str, str], log, on_verdict,
-               cell_timeout: float, on_start=None, python: str | None = None) -> list[CellKey]:
-    """Run `cells` in one worker until it finishes or fails; return the cells left to run."""
+               cell_timeout: float, on_start=None, python: str | None = None,
+               feed: Feed | None = None, build: list[str] | None = None) -> list[CellKey]:
+    """Run `cells` in one worker until it finishes or fails; return the cells left to run.
+
+    With `feed`, the worker is kept: each time it has a verdict for every cell it was given,
+    `feed()` gives it the next cells (one fixture's), until it returns None. `build`: the
+    fixtures it may be given, built before any cell (see `worker.build_all`)."""
     pending = list(cells)
     command = worker_command()
     if python is not None:  # another vLLM release's environment runs the same module
@@ -62,8 +81,11 @@ def run_worker(cells: list[CellKey], env: dict[str, str], log, on_verdict,
     process = subprocess.Popen(command, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert process.stdin is not None
-    process.stdin.write(json.dumps([list(c) for c in cells]))
-    process.stdin.close()
+    if feed is not None and build:
+        _send(process, {"build": build})
+    _send(process, [list(c) for c in cells])
+    if feed is None:
+        process.stdin.close()
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_stream, args=(process, lines), daemon=True).start()
     recent: list[str] = []
@@ -89,6 +111,15 @@ def run_worker(cells: list[CellKey], env: dict[str, str], log, on_verdict,
                 pending.remove(verdict.key)
             on_verdict(verdict)
             current, recent = None, []
+            if feed is not None and not pending:
+                following = feed()
+                if following:
+                    pending = list(following)
+                    _send(process, [list(c) for c in following])
+                    deadline = time.monotonic() + cell_timeout
+                else:
+                    feed = None
+                    process.stdin.close()
         elif START in line:
             current = CellKey(*json.loads(line[line.index(START) + len(START):]))
             deadline = time.monotonic() + cell_timeout
@@ -119,7 +150,10 @@ def run_version(version: str, cells: list[CellKey], log_dir: Path,
                 on_verdict: Callable[[Verdict], None], cell_timeout: float = 900.0,
                 on_start: Callable[[CellKey], None] | None = None,
                 extra_env: dict[str, str] | None = None, log_name: str | None = None,
-                vllm: VllmUnderTest | None = None) -> None:
+                vllm: VllmUnderTest | None = None, feed: Feed | None = None,
+                build: list[str] | None = None) -> None:
+    """`cells` in workers on `version` (a fresh one after a crash or a timeout), then, with
+    `feed`, whatever it gives them."""
     vllm = vllm or of_label(DEFAULT_VLLM)
     try:
         overlay = ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True),
@@ -128,17 +162,21 @@ def run_version(version: str, cells: list[CellKey], log_dir: Path,
             raise RuntimeError(f"no environment at {vllm.release.venv}: run `python3 "
                                f"scripts/bootstrap.py env --vllm {vllm.release.version}`")
     except Exception as error:  # the version cannot be installed: its cells say so
-        for key in cells:
-            on_verdict(_failed(key, "error", f"transformers {version} overlay for "
-                                             f"{vllm.describe()}: {error}"))
+        while cells:
+            for key in cells:
+                on_verdict(_failed(key, "error", f"transformers {version} overlay for "
+                                                 f"{vllm.describe()}: {error}"))
+            cells = (feed and feed()) or []
         return
     env = {**vllm.environ(overlay.environ()), **(extra_env or {})}
     pending = list(cells)
+    python = None if vllm.release.version == DEFAULT_VLLM else str(vllm.python)
     with open(log_dir / (log_name or log_file(vllm.label, version)), "a") as log:
         while pending:
             pending = run_worker(pending, env, log, on_verdict, cell_timeout, on_start,
-                                 None if vllm.release.version == DEFAULT_VLLM
-                                 else str(vllm.python))
+                                 python, feed, build)
+            if not pending and feed is not None:  # the worker ended with cells still to give
+                pending = feed() or []
 
 
 def cpu_shares(jobs: int) -> list[tuple[int, ...]]:
@@ -178,11 +216,41 @@ def fixture_costs() -> dict[str, float]:
     return dict(costs)
 
 
-def work_units(cells: Iterable[CellKey], jobs: int,
-               costs: dict[str, float] | None = None) -> list[list[CellKey]]:
-    """The cells split into what one worker runs: one version each, and a version split by
-    whole fixtures (a worker loads each fixture once) into as many parts as it takes to keep
-    `jobs` workers busy, balanced by `costs`; the costliest unit first."""
+class FixtureQueue:
+    """The cells of one (vLLM, version), one fixture at a time, costliest first: the workers
+    that share the version take the next fixture whenever they finish one, so a wrong
+    estimate of a fixture's cost (a new fixture, a slower run) costs at most that fixture's
+    time at the end, where a split made in advance kept a worker busy while the other sat
+    idle (measured: 78 s against 58 s of cells on one 5.17.0 column)."""
+
+    def __init__(self, cells: list[CellKey], cost: Callable[[str], float]) -> None:
+        by_fixture: dict[str, list[CellKey]] = defaultdict(list)
+        for key in cells:
+            by_fixture[key.fixture].append(key)
+        self.fixtures = sorted(by_fixture, key=lambda f: -cost(f))
+        self._batches = [by_fixture[f] for f in self.fixtures]
+        self._lock = threading.Lock()
+
+    def __call__(self) -> list[CellKey] | None:
+        with self._lock:
+            return self._batches.pop(0) if self._batches else None
+
+
+@dataclass
+class WorkerPlan:
+    """What one worker starts with; with `feed`, it then takes fixtures from its version's
+    queue until none is left."""
+
+    cells: list[CellKey]
+    load: float  # estimated seconds: the costliest plan starts first
+    feed: FixtureQueue | None = None
+
+
+def worker_plans(cells: Iterable[CellKey], jobs: int,
+                 costs: dict | None = None) -> list[WorkerPlan]:
+    """One worker per (vLLM, version); a version shared by as many workers as it takes to keep
+    `jobs` busy, which take its fixtures from one queue (a worker loads each fixture once),
+    ordered by `costs` (the committed baseline's seconds)."""
     costs = fixture_costs() if costs is None else costs
     by_version: dict[tuple[str, str], list[CellKey]] = defaultdict(list)
     for key in cells:
@@ -192,24 +260,23 @@ def work_units(cells: Iterable[CellKey], jobs: int,
     parts = max(1, -(-max(1, jobs) // len(by_version)))  # ceil(jobs / versions)
     totals = [cost for key, cost in costs.items() if isinstance(key, str)]
     mean = sum(totals) / len(totals) if totals else 1.0
-    units: list[tuple[float, list[CellKey]]] = []
+    plans: list[WorkerPlan] = []
     for group in sorted(by_version, key=lambda g: (sort_key(g[0]), parse_version(g[1]))):
         version_cells = by_version[group]
-        fixtures = list(dict.fromkeys(c.fixture for c in version_cells))
 
         def cost(fixture: str, version: str = group[1]) -> float:
             # this version's seconds where the baseline has them, else all versions'
             return costs.get((fixture, version), costs.get(fixture, mean))
 
-        loads = [0.0] * min(parts, len(fixtures))
-        owner: dict[str, int] = {}
-        for fixture in sorted(fixtures, key=lambda f: -cost(f)):  # longest first
-            lightest = loads.index(min(loads))
-            owner[fixture] = lightest
-            loads[lightest] += cost(fixture)
-        for part, load in enumerate(loads):
-            units.append((load, [c for c in version_cells if owner[c.fixture] == part]))
-    return [unit for _, unit in sorted(units, key=lambda u: -u[0])]
+        load = sum(cost(f) for f in {c.fixture for c in version_cells})
+        fixtures = {c.fixture for c in version_cells}
+        if parts == 1 or len(fixtures) == 1:
+            plans.append(WorkerPlan(version_cells, load))
+            continue
+        shared = FixtureQueue(version_cells, cost)
+        for _ in range(min(parts, len(fixtures))):
+            plans.append(WorkerPlan(shared() or [], load / parts, shared))
+    return sorted(plans, key=lambda plan: -plan.load)
 
 
 def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Verdict], None],
@@ -230,8 +297,8 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
             with lock:
                 on_start(key)
 
-    units = work_units(cells, jobs)
-    for label, version in sorted({(u[0].vllm, u[0].version) for u in units},
+    plans = worker_plans(cells, jobs)
+    for label, version in sorted({(p.cells[0].vllm, p.cells[0].version) for p in plans},
                                  key=lambda g: (sort_key(g[0]), parse_version(g[1]))):
         try:  # installed once, before workers compete for it
             ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True),
@@ -242,12 +309,12 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
     for share in cpu_shares(jobs):
         shares.put(share)
     parts: dict[tuple[str, str], int] = defaultdict(int)
-    for unit in units:
-        parts[(unit[0].vllm, unit[0].version)] += 1
+    for plan in plans:
+        parts[(plan.cells[0].vllm, plan.cells[0].version)] += 1
     seen: dict[tuple[str, str], int] = defaultdict(int)
 
-    def run_unit(unit: list[CellKey]) -> None:
-        group = label, version = unit[0].vllm, unit[0].version
+    def run_plan(plan: WorkerPlan) -> None:
+        group = label, version = plan.cells[0].vllm, plan.cells[0].version
         with lock:
             seen[group] += 1
             name = (log_file(label, version) if parts[group] == 1
@@ -255,11 +322,12 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
         share = shares.get()
         try:
             extra = share_env(share) if jobs > 1 else None
-            run_version(version, unit, log_dir, report, cell_timeout, started, extra, name,
-                        of_label(label, vllms))
+            run_version(version, plan.cells, log_dir, report, cell_timeout, started, extra,
+                        name, of_label(label, vllms), plan.feed,
+                        plan.feed.fixtures if plan.feed else None)
         finally:
             shares.put(share)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for future in [pool.submit(run_unit, unit) for unit in units]:
+        for future in [pool.submit(run_plan, plan) for plan in plans if plan.cells]:
             future.result()

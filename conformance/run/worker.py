@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 MARK = "@@verdict@@ "
 START = "@@start@@ "
@@ -108,14 +110,37 @@ def main(argv: list[str]) -> int:
     from conformance.results.verdict import CellKey
     from conformance.run.cell import run_cell
 
-    raw_keys = keys_from_args(argv) if argv else json.load(sys.stdin)
-    build_all({raw[0] for raw in raw_keys})
-    warm_up()
-    for raw in raw_keys:
-        key = CellKey(*raw)
-        emit(START, json.dumps(list(key)))
-        emit(MARK, run_cell(key).to_json())
+    ready = False
+    for message in ([keys_from_args(argv)] if argv else messages(sys.stdin)):
+        if isinstance(message, dict):  # every fixture it may be given, before any model loads
+            build_all(set(message["build"]))
+            continue
+        if not ready:
+            build_all({raw[0] for raw in message})
+            warm_up()
+            ready = True
+        for raw in message:
+            key = CellKey(*raw)
+            emit(START, json.dumps(list(key)))
+            emit(MARK, run_cell(key).to_json())
     return 0
+
+
+def messages(stream: TextIO) -> Iterator[Any]:
+    """The runner's lines, each read as it comes: a list of cells, or {"build": fixtures}
+    (`matrix.run_worker`). Whatever the runner writes in one piece (its cells as one JSON
+    document, without a newline) is read whole."""
+    buffer = ""
+    for line in stream:
+        buffer += line
+        try:
+            message = json.loads(buffer)
+        except json.JSONDecodeError:
+            continue  # a document spread over lines: read on
+        buffer = ""
+        yield message
+    if buffer.strip():
+        yield json.loads(buffer)
 
 
 def leave(code: int) -> None:
