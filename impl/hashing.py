@@ -1,9 +1,14 @@
-"""Content hash of one processed item, over its own field values only."""
+"""The processor cache's key of an item: a hash of the item as the request gives it.
+
+vLLM hashes each input item (an image's pixels and mode, an audio's samples and rate) together
+with the model and the processor options, never the processed fields: an item's key is known
+before it is processed, which is what lets a cached item skip the HF processor.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -11,46 +16,64 @@ import torch
 
 
 def _feed(digest: Any, value: Any) -> None:
-    if isinstance(value, np.ndarray):
-        value = torch.from_numpy(np.ascontiguousarray(value))
-    if isinstance(value, torch.Tensor):
+    if hasattr(value, "tobytes") and hasattr(value, "mode") and hasattr(value, "size"):
+        digest.update(f"image|{value.mode}|{tuple(value.size)}|".encode())  # a PIL image
+        digest.update(value.tobytes())
+        return
+    if isinstance(value, torch.Tensor):  # bytes as stored: numpy has no bfloat16
         tensor = value.detach().cpu().contiguous()
         digest.update(f"tensor|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
         digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, np.ndarray):
+        array = np.ascontiguousarray(value)
+        digest.update(f"array|{array.dtype}|{array.shape}|".encode())
+        digest.update(array.tobytes())
     elif isinstance(value, (list, tuple)):
         digest.update(f"seq|{len(value)}|".encode())
         for element in value:
             _feed(digest, element)
+    elif isinstance(value, Mapping):
+        digest.update(f"map|{len(value)}|".encode())
+        for key in sorted(value, key=str):
+            digest.update(f"{key}\0".encode())
+            _feed(digest, value[key])
     else:
         digest.update(f"value|{value!r}|".encode())
 
 
-def item_hash(fields: Mapping[str, Any]) -> str:
-    """sha256 over (name, dtype, shape, bytes) of each field, in name order."""
+def media_hash(model_id: str, modality: str, item: Any, options: Mapping[str, Any]) -> str:
+    """sha256 of the model, the modality, the input item and the processor options."""
     digest = hashlib.sha256()
-    for name in sorted(fields):
-        digest.update(f"{name}\0".encode())
-        _feed(digest, fields[name])
+    digest.update(f"{model_id}\0{modality}\0".encode())
+    _feed(digest, item)
+    _feed(digest, dict(options))
     return digest.hexdigest()
 
 
-class ItemHashes(Mapping[str, tuple[str, ...]]):
-    """Per modality, the `item_hash` of each item, computed on first read.
+def media_hashes(
+    model_id: str, media: Mapping[str, list[Any]], options: Mapping[str, Any]
+) -> dict[str, tuple[str, ...]]:
+    return {
+        modality: tuple(media_hash(model_id, modality, item, options) for item in items)
+        for modality, items in media.items()
+    }
 
-    Only the cache check reads them; hashing every processed item's bytes up front cost a
-    quarter of impl's own time per prompt (benchmarks/run.py --only overhead). A mapping like
-    the dict it replaces: equal to a dict with the same hashes, printed as one.
+
+class ItemHashes(Mapping[str, tuple[str, ...]]):
+    """Per modality, each item's hash, computed on first read.
+
+    Only the cache check reads them; hashing every item's bytes up front cost a quarter of
+    impl's own time per prompt (benchmarks/run.py --only overhead). A mapping like the dict it
+    stands for: equal to a dict with the same hashes, printed as one.
     """
 
-    def __init__(self, items: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
-        self._items = items
+    def __init__(self, compute: Callable[[], dict[str, tuple[str, ...]]]) -> None:
+        self._compute = compute
         self._hashes: dict[str, tuple[str, ...]] | None = None
 
     def _computed(self) -> dict[str, tuple[str, ...]]:
         if self._hashes is None:
-            self._hashes = {
-                m: tuple(item_hash(f) for f in fields) for m, fields in self._items.items()
-            }
+            self._hashes = self._compute()
         return self._hashes
 
     def __getitem__(self, modality: str) -> tuple[str, ...]:

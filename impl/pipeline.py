@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from impl.cache import ProcessorCache
 from impl.dummy import dummy_text
 from impl.fields import field_specs, modality_field_names, split_items
-from impl.hashing import ItemHashes
+from impl.hashing import ItemHashes, media_hashes
 from impl.hf import call_processor, encode_prompt, input_ids_tensor, tokenizer_of
 from impl.info import audio_sampling_rate, supported_modalities
 from impl.legacy import (
@@ -164,16 +165,55 @@ def check_placeholder_counts(
                                          "needs one placeholder per item.")
 
 
+def processed_items(
+    processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None
+) -> dict[str, list[dict[str, Any]]]:
+    """Per modality, each item's fields, its replacement ids among them."""
+    hf_inputs = offsets_hf_inputs(processor, media, kwargs, dtype)
+    return split_items(hf_inputs, field_specs(processor, hf_inputs))
+
+
+def cached_items(
+    processor: Any,
+    media: Media,
+    kwargs: Mapping[str, Any],
+    dtype: torch.dtype | None,
+    cache: ProcessorCache,
+    hashes: Mapping[str, Sequence[str]],
+) -> dict[str, list[dict[str, Any]]]:
+    """The items the cache holds, and the others processed together without them (and then
+    stored), in the request's order."""
+    found = {m: [cache.get(key) for key in hashes[m]] for m in media}
+    missing = {m: [item for item, hit in zip(items, found[m], strict=True) if hit is None]
+               for m, items in media.items()}
+    fresh = processed_items(processor, {m: its for m, its in missing.items() if its}, kwargs,
+                            dtype) if any(missing.values()) else {}
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for modality, hits in found.items():
+        new = iter(fresh.get(modality, []))
+        merged[modality] = []
+        for key, hit in zip(hashes[modality], hits, strict=True):
+            if hit is None and (hit := next(new, None)) is not None:
+                cache.put(key, hit)
+            if hit is not None:  # fewer items than given: the count check below says so
+                merged[modality].append(hit)
+    return {m: items for m, items in merged.items() if items}
+
+
 def run_offsets(
     processor: Any,
     prompt_ids: list[int],
     media: Media,
     kwargs: Mapping[str, Any],
     dtype: torch.dtype | None,
+    cache: ProcessorCache | None = None,
+    hashes: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[list[int], dict[str, list[Placeholder]], dict[str, list[dict[str, Any]]]]:
     counts = {modality: len(items) for modality, items in media.items()}
-    hf_inputs = offsets_hf_inputs(processor, media, kwargs, dtype)
-    items = split_items(hf_inputs, field_specs(processor, hf_inputs))
+    if cache is None or hashes is None:
+        items = processed_items(processor, media, kwargs, dtype)
+    else:
+        items = cached_items(processor, media, kwargs, dtype, cache, hashes)
     tokenizer = tokenizer_of(processor)
     updates = bind_replacements(build_replacements(processor, tokenizer, items), counts)
     check_item_counts(items, counts)
@@ -252,12 +292,16 @@ def process(
     processor_kwargs: Mapping[str, Any] | None = None,
     config: Any = None,
     dtype: torch.dtype | None = None,
+    cache: ProcessorCache | None = None,
+    model_id: str = "",
 ) -> ProcessedPrompt:
     """Expand `prompt` for its media and cut the processed media into per-item fields.
 
     `processor_kwargs` are model-level processor options (passed to every processor call and
     to its token counting). `config` is the model's HF config, consulted by the legacy strategy
     for token ids. `strategy` defaults to the one the installed transformers calls for.
+    `cache`: a processor cache the Offsets path takes items from and stores them in, under
+    the hash of `model_id`, the item and the options (the Legacy path never consults it).
     """
     strategy = strategy or installed_strategy()
     if strategy not in STRATEGIES:
@@ -265,8 +309,11 @@ def process(
     kwargs = dict(processor_kwargs or {})
     media = parse_media(processor, mm_data)
     prompt_ids = encode_prompt(tokenizer_of(processor), prompt)
+    # read only by the cache check, so computed on first read, unless the cache needs them now
+    known = media_hashes(model_id, media, kwargs) if cache is not None else None
     if strategy == "offsets":
-        expanded, placeholders, items = run_offsets(processor, prompt_ids, media, kwargs, dtype)
+        expanded, placeholders, items = run_offsets(processor, prompt_ids, media, kwargs, dtype,
+                                                    cache, known)
     else:
         expanded, placeholders, items = run_legacy(
             processor, prompt_ids, media, kwargs, config, dtype
@@ -275,5 +322,7 @@ def process(
         prompt_ids=tuple(int(t) for t in expanded),
         placeholders={m: tuple(ps) for m, ps in placeholders.items()},
         item_fields=items,
-        item_hashes=ItemHashes(items),
+        item_hashes=ItemHashes(
+            lambda: known if known is not None else media_hashes(model_id, media, kwargs)
+        ),
     )

@@ -21,7 +21,15 @@ class ImplSubject(CheckpointFiles):
     def hf_processor(self) -> Any:
         return self.processor
 
-    def process(self, case: Case, *, as_tokens: bool = False, **_: Any) -> ProcessedPrompt:
+    def new_cache(self, options: Any = ()) -> Any:
+        """An empty processor cache (impl's: items under the hash of their input and the
+        options, as vLLM's); `process(case, cache=...)` takes items from it and fills it."""
+        from impl.cache import ProcessorCache
+
+        return ProcessorCache()
+
+    def process(self, case: Case, *, as_tokens: bool = False, cache: Any = None,
+                **_: Any) -> ProcessedPrompt:
         import impl.pipeline
         from conformance.subjects.faults import planted
 
@@ -34,6 +42,7 @@ class ImplSubject(CheckpointFiles):
                     prompt, add_special_tokens=self.recipe.add_special_tokens)
             return impl.pipeline.process(processor, prompt, case.mm_data(),
                                          processor_kwargs=dict(case.processor_kwargs),
-                                         config=self.config)
+                                         config=self.config, cache=cache,
+                                         model_id=self.path)
 
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from impl import strategy_for
-from impl.hashing import item_hash
+from impl.hashing import media_hash
 from impl.hf import accepted_kwargs, call_processor, map_tensors
 from impl.types import placeholder_from_mask
 
@@ -27,15 +27,21 @@ def test_strategy_for(version: str, strategy: str) -> None:
     assert strategy_for(version) == strategy
 
 
-def test_item_hash() -> None:
-    fields = {"b": torch.ones(2, 2), "a": torch.tensor([1, 2])}
-    same = {"a": torch.tensor([1, 2]), "b": torch.ones(2, 2)}
-    assert item_hash(fields) == item_hash(same)
-    assert item_hash(fields) != item_hash({**fields, "b": torch.ones(4)})
-    assert item_hash(fields) != item_hash({**fields, "b": torch.ones(2, 2, dtype=torch.float64)})
-    assert item_hash(fields) != item_hash({"c": fields["b"], "a": fields["a"]})
-    bf16 = {"x": torch.ones(3, dtype=torch.bfloat16), "y": np.zeros(2), "z": [torch.ones(1), 3]}
-    assert len(item_hash(bf16)) == 64
+def test_media_hash_is_of_the_input_item_model_and_options() -> None:
+    from PIL import Image
+
+    red, blue = Image.new("RGB", (4, 3), "red"), Image.new("RGB", (4, 3), "blue")
+    key = media_hash("m", "image", red, {"size": 2})
+    assert key == media_hash("m", "image", Image.new("RGB", (4, 3), "red"), {"size": 2})
+    assert key != media_hash("m", "image", blue, {"size": 2})
+    assert key != media_hash("m", "image", red.convert("RGBA"), {"size": 2})
+    assert key != media_hash("m", "image", red, {"size": 3})
+    assert key != media_hash("other", "image", red, {"size": 2})
+    audio = np.zeros(8, dtype=np.float32)
+    assert media_hash("m", "audio", audio, {}) != media_hash("m", "audio", audio[:4], {})
+    assert media_hash("m", "audio", (audio, 16000), {}) != media_hash("m", "audio", audio, {})
+    bf16 = torch.ones(3, dtype=torch.bfloat16)
+    assert media_hash("m", "x", bf16, {}) != media_hash("m", "x", bf16.float(), {})
 
 
 def test_placeholder_from_mask() -> None:

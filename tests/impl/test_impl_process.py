@@ -186,3 +186,45 @@ def test_wrapped_placeholder_target() -> None:
     result = impl.process(processor, "a<boi><image>", {"image": [make_image(10, 20)]},
                           strategy="offsets")
     assert spans(result, "image") == [(2, 3, (3, 4))]
+
+
+def test_the_cache_serves_repeated_partial_and_reordered_hits_as_uncached() -> None:
+    """Offsets path: cached items skip the processor and give what processing gives; the key is
+    the input item (a processed field never enters it)."""
+    from impl.cache import ProcessorCache
+
+    processor = FakeProcessor(audio=True)
+    a, b = make_image(10, 30, 1), make_image(20, 10, 2)
+    prompt = "x<image>y<image>"
+
+    def run(images, cache=None):
+        return impl.process(processor, prompt, {"image": images}, strategy="offsets",
+                            cache=cache, model_id="fake")
+
+    cache = ProcessorCache()
+    run([a], cache)  # a alone first: the request after it is a partial hit
+    assert (cache.hits, cache.misses) == (0, 1)
+    partial = run([a, b], cache)
+    assert (cache.hits, cache.misses) == (1, 2)
+    again, reordered = run([a, b], cache), run([b, a], cache)
+    assert (cache.hits, cache.misses) == (5, 2)
+    for cached, images in ((partial, [a, b]), (again, [a, b]), (reordered, [b, a])):
+        plain = run(images)
+        assert cached.prompt_ids == plain.prompt_ids
+        assert cached.placeholders == plain.placeholders
+        assert dict(cached.item_hashes) == dict(plain.item_hashes)
+        for mine, theirs in zip(cached.item_fields["image"], plain.item_fields["image"],
+                                strict=True):
+            assert mine.keys() == theirs.keys()
+            assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+    assert reordered.item_hashes["image"] == again.item_hashes["image"][::-1]
+
+
+def test_the_legacy_path_never_consults_the_cache() -> None:
+    from impl.cache import ProcessorCache
+
+    cache = ProcessorCache()
+    for _ in range(2):
+        impl.process(FakeProcessor(), "a<image>", {"image": [make_image(10, 30, 1)]},
+                     strategy="legacy", cache=cache)
+    assert (cache.hits, cache.misses) == (0, 0)
