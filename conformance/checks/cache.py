@@ -82,10 +82,9 @@ def run(ctx: Context, case: Case) -> Outcome:
                 differences.append(f"reordered hit (items cached in the other order) vs "
                                    f"uncached: {difference}")
         if "vllm-native" in ctx.oracles:
-            try:
-                native = cached_sequence(ctx.oracles["vllm-native"], case)
-            except Exception:  # native rejects the case: nothing to compare, not the subject's
-                native = None
+            native = ctx.oracle_derived(  # None: native rejects the case, nothing to compare
+                "vllm-native cached", case,
+                lambda: cached_sequence(ctx.oracles["vllm-native"], case))
             if native is not None:
                 exercised.add(NATIVE)
                 for step in ("second", "partial", "reordered"):

@@ -14,6 +14,13 @@ from typing import Any
 from impl.types import ProcessedPrompt
 
 
+def _or_none(compute: Any) -> Any:
+    try:
+        return compute()
+    except Exception:  # the oracle rejects the case: nothing to compare, not the subject's
+        return None
+
+
 class OracleFailed(RuntimeError):
     """An oracle could not process a valid case: the case says nothing about the subject."""
 
@@ -57,6 +64,19 @@ class Context:
                 self._memo[key] = self.oracles[name].process(case)
             except Exception as error:
                 raise OracleFailed(f"{name}: {type(error).__name__}: {error}") from error
+        return self._memo[key]
+
+    def oracle_derived(self, name: str, case: Any, compute: Any) -> Any:
+        """`compute()`, something an oracle gives for `case` beyond its output (native vLLM's
+        outputs through its own processor cache), once per worker and checkpoint: both
+        subjects' cells compare with the same. Its failure is remembered as None."""
+        from conformance.subjects.faults import PLANTED
+
+        if PLANTED:
+            return _or_none(compute)
+        key = ("derived", name, case)
+        if key not in self._memo:
+            self._memo[key] = _or_none(compute)
         return self._memo[key]
 
     @property
