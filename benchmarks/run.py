@@ -163,10 +163,10 @@ def bench_column(version: str = "5.17.0") -> dict:
     verdict in every cell. Targets: <= 4 min with the default jobs, 2 jobs >= 1.7x.
 
     Run in the order 1, 2, 2, 1 worker(s), each figure the mean of its two runs: this machine's
-    speed drifts over minutes (the same overhead passes took 1.0 s and 2.1 s within a quarter
-    of an hour, nothing else running), and one run of each, one after the other, puts all of
-    that drift into the ratio; the symmetric order cancels a drift that is steady over the
-    benchmark."""
+    speed drifts over minutes (overhead passes whose code differed by a few percent took from
+    1.0 s to 2.1 s within a quarter of an hour, nothing else running), and one run of each,
+    one after the other, puts all of that drift into the ratio; the symmetric order cancels a
+    drift that is steady over the benchmark."""
     out: dict = {"version": version, "target_minutes": 4, "target_speedup": 1.7}
     verdicts, seconds = [], {1: [], 2: []}
     for jobs in (1, 2, 2, 1):
