@@ -268,13 +268,13 @@ def worker_plans(cells: Iterable[CellKey], jobs: int,
             # this version's seconds where the baseline has them, else all versions'
             return costs.get((fixture, version), costs.get(fixture, mean))
 
-        load = sum(cost(f) for f in {c.fixture for c in version_cells})
         fixtures = {c.fixture for c in version_cells}
+        load = sum(cost(f) for f in fixtures)
         if parts == 1 or len(fixtures) == 1:
             plans.append(WorkerPlan(version_cells, load))
             continue
         shared = FixtureQueue(version_cells, cost)
-        for _ in range(min(parts, len(fixtures))):
+        for _ in range(min(parts, len(fixtures))):  # each starts on a fixture of its own
             plans.append(WorkerPlan(shared() or [], load / parts, shared))
     return sorted(plans, key=lambda plan: -plan.load)
 
@@ -329,5 +329,5 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
             shares.put(share)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for future in [pool.submit(run_plan, plan) for plan in plans if plan.cells]:
+        for future in [pool.submit(run_plan, plan) for plan in plans]:
             future.result()
