@@ -18,7 +18,11 @@ compared with the same cell of an unmutated run of the copy:
 - masked: a cell went from pass to `xfail`, that is, a known finding's evidence matched;
 - survived: no cell got worse.
 
-The score is precise kills / mutants (issue #13's target: >= 0.9).
+The score is precise kills / the mutants that are not equivalent (issue #13's target: >= 0.9),
+the usual mutation score: an equivalent mutant (its `equivalent` says how it was measured)
+changes nothing the backend does on any architecture it serves, so no check can kill it, and
+counting it would measure the list of mutants, not the harness. Precise kills / every mutant is
+reported beside it (`score_all_mutants`).
 
     .venv/bin/python benchmarks/mutation.py [--only ID,ID] [--list] [--json OUT]
     .venv/bin/python benchmarks/run.py --only mutation     # writes reports/bench.json
@@ -510,7 +514,7 @@ def bench_mutation(only: tuple[str, ...] = (), *, lane: int = 0, resume: bool = 
 
 
 def summarise(results: list[dict], run: dict) -> dict:
-    """The score (precise kills / mutants, as issue #13 defines it), the outcomes, survivors."""
+    """The score (precise kills / non-equivalent mutants), the outcomes, the survivors."""
     precise = sum(r["outcome"] == "killed (precise)" for r in results)
     equivalent = sum(bool(r.get("equivalent")) for r in results)
     counts: dict[str, int] = defaultdict(int)
@@ -519,10 +523,10 @@ def summarise(results: list[dict], run: dict) -> dict:
     return {
         "vllm": "0.31.0", "backend_dir": str(BACKEND_DIR),
         "mutants": len(results), "precise_kills": precise,
-        "score": round(precise / len(results), 3) if results else None, "target": 0.9,
         "equivalent_mutants": equivalent,
-        "score_without_equivalent": (round(precise / (len(results) - equivalent), 3)
-                                     if len(results) > equivalent else None),
+        "score": (round(precise / (len(results) - equivalent), 3)
+                  if len(results) > equivalent else None), "target": 0.9,
+        "score_all_mutants": round(precise / len(results), 3) if results else None,
         "outcomes": dict(counts),
         "survivors": [{"id": r["id"], "outcome": r["outcome"], "step": r["step"],
                        "should_catch": r.get("should_catch", ""),
@@ -581,9 +585,10 @@ def print_result(result: dict) -> None:
         where = (f"{cells[0]['cell']} {cells[0]['was']} -> {cells[0]['now']}: "
                  f"{cells[0]['evidence'][:110]}") if cells else r.get("should_catch", "")
         print(f"{r['id']:34} {r['outcome']:25} {where}")
-    print(f"score {result['precise_kills']}/{result['mutants']} = {result['score']} "
-          f"(target {result['target']}; {result['equivalent_mutants']} equivalent: "
-          f"{result['score_without_equivalent']} without them); "
+    scored = result["mutants"] - result["equivalent_mutants"]
+    print(f"score {result['precise_kills']}/{scored} = {result['score']} (target "
+          f"{result['target']}; {result['equivalent_mutants']} equivalent mutants left out; "
+          f"{result['score_all_mutants']} of all {result['mutants']}); "
           f"{result.get('seconds_total', result.get('run_seconds', 0)) / 60:.0f} min of runs")
 
 

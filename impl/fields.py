@@ -200,6 +200,42 @@ def num_patches_per_image(
         return None
 
 
+def rows_per_image(
+    processor: Any,
+    hf_inputs: Mapping[str, Any],
+    images: Any,
+    num_images: int,
+    processor_kwargs: Mapping[str, Any] | None = None,
+) -> torch.Tensor:
+    """Rows of the image fields owned by each image: the grid's cells, else the processor's
+    patch count, else one row per image."""
+    if (grid := hf_inputs.get("image_grid_thw")) is not None:
+        return grid.prod(-1)
+    if (counts := num_patches_per_image(processor, images, processor_kwargs)) is not None:
+        return torch.tensor(counts)
+    return torch.ones(num_images, dtype=torch.long)
+
+
+def image_data(hf_inputs: Mapping[str, Any]) -> Any:
+    """The image field the rows are counted in."""
+    return hf_inputs.get("pixel_values", hf_inputs.get("image_patches"))
+
+
+def image_row_layout(
+    processor: Any,
+    hf_inputs: Mapping[str, Any],
+    images: Any,
+    num_images: int,
+    processor_kwargs: Mapping[str, Any] | None = None,
+) -> tuple[list[int], int | None]:
+    """Each image's rows and the dimension of the image data they lie along (None where the
+    data is already one entry per image), before any check that they add up."""
+    rows = rows_per_image(processor, hf_inputs, images, num_images, processor_kwargs)
+    data = image_data(hf_inputs)
+    dim = slice_dim(data, int(rows.sum())) if isinstance(data, torch.Tensor) else None
+    return [int(n) for n in rows.tolist()], dim
+
+
 def image_rows_per_item(
     processor: Any,
     hf_inputs: Mapping[str, Any],
@@ -208,22 +244,16 @@ def image_rows_per_item(
     processor_kwargs: Mapping[str, Any] | None = None,
 ) -> torch.Tensor:
     """Rows of the image fields owned by each image, checked against the data to be cut."""
-    if (grid := hf_inputs.get("image_grid_thw")) is not None:
-        rows_per_image = grid.prod(-1)
-    elif (counts := num_patches_per_image(processor, images, processor_kwargs)) is not None:
-        rows_per_image = torch.tensor(counts)
-    else:
-        rows_per_image = torch.ones(num_images, dtype=torch.long)
-
-    image_data = hf_inputs.get("pixel_values", hf_inputs.get("image_patches"))
-    if isinstance(image_data, torch.Tensor):
-        total = int(rows_per_image.sum())
-        rows = image_data.shape[slice_dim(image_data, total)]
+    owned = rows_per_image(processor, hf_inputs, images, num_images, processor_kwargs)
+    data = image_data(hf_inputs)
+    if isinstance(data, torch.Tensor):
+        total = int(owned.sum())
+        rows = data.shape[slice_dim(data, total)]
         if rows != total:
             raise ValueError(
                 f"{type(processor).__name__} produced {rows} row(s) of image data for "
-                f"{num_images} image(s), but its outputs assign {rows_per_image.tolist()} "
+                f"{num_images} image(s), but its outputs assign {owned.tolist()} "
                 "row(s) per image; the rows cannot be attributed to images (Gemma3's "
                 "do_pan_and_scan crops are one cause)."
             )
-    return rows_per_image
+    return owned

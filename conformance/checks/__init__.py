@@ -53,8 +53,9 @@ def checks_markdown() -> str:
             "|---|---|---|---|"]
     for check in registry().values():
         level = check.level + (", native model" if check.needs_native else "")
-        rows.append(f"| `{check.id}` | {level} | {check.statement} | `{check.proof.fault}` on "
-                    f"{check.proof.fixture} |")
+        proofs = "; ".join(f"`{proof.fault}` on {proof.fixture}"
+                           for proof in (check.proof, *check.more_proofs))
+        rows.append(f"| `{check.id}` | {level} | {check.statement} | {proofs} |")
     return "\n".join(rows) + "\n"
 
 

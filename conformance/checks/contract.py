@@ -82,6 +82,7 @@ class Proof:
     fault: str
     fixture: str
     evidence: str
+    subject: str = "impl"  # a backend fault proves a sub-property only vllm-backend claims
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class Check:
     level: Literal["case", "checkpoint"]
     run: Callable[..., Outcome]
     proof: Proof
+    # proofs of sub-properties the main proof's subject does not claim (the backend's steps)
+    more_proofs: tuple[Proof, ...] = ()
     needs_native: bool = False  # compares with native vLLM only: n/a without a native model
     loads_model: bool = False  # loads models: runs on vLLM's window + 1 by default
     # the sub-properties a suite cell (its context given) must have exercised to pass

@@ -157,6 +157,25 @@ def _backend_offset_shift() -> list[Any]:
     return patches
 
 
+def _backend_rows_per_token() -> list[Any]:
+    """vLLM's backend counts a grid image's rows after the 2x2 merge (tokens, not patches)."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    patches = []
+    for cls in backend_processor_classes(multimodal):
+        if (original := cls.__dict__.get("_get_num_image_patches")) is None:
+            continue
+
+        def rows(self: Any, hf_inputs: Any, mm_data: Any, num_images: int,
+                 _original: Any = original) -> Any:
+            if (grid := hf_inputs.get("image_grid_thw")) is None:
+                return _original(self, hf_inputs, mm_data, num_images)
+            return grid.prod(-1) // 4
+
+        patches.append(mock.patch.object(cls, "_get_num_image_patches", rows))
+    return patches
+
+
 def _backend_budget_halved() -> list[Any]:
     """vLLM's backend reports half the embeddings per item its largest item has."""
     from vllm.model_executor.models.transformers import multimodal
@@ -198,6 +217,7 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "errors-swallowed": _errors_swallowed,
     "backend-offset-shift": _backend_offset_shift,
     "backend-budget-halved": _backend_budget_halved,
+    "backend-rows-per-token": _backend_rows_per_token,
     "backend-logits-negated": _backend_logits_negated,
 }
 # media faults: hooks applied to the subject's items by the checkpoint-level checks

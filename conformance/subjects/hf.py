@@ -103,6 +103,17 @@ class HfSubject(CheckpointFiles):
         return list(counter(image_sizes=sizes, **dict(case.processor_kwargs))["num_image_tokens"])
 
 
+def image_outputs(processor: Any, case: Case) -> dict[str, Any]:
+    """The HF processor's outputs for a case's images beside the dummy prompt the backend's
+    Offsets path sends them with (its `get_dummy_text`), unpadded as it returns them."""
+    from impl.dummy import dummy_text
+    from impl.hf import call_processor
+
+    text = dummy_text(processor, {"image": len(case.media)})
+    return call_processor(processor, {"text": text, "images": case.items()},
+                          {**dict(case.processor_kwargs), "truncation": False})
+
+
 def video_inputs(processor: Any, case: Case) -> dict[str, Any]:
     """A case's videos as vLLM's backend hands them to the HF processor: the frames, and where
     the video processor samples frames, their metadata with sampling off (they are the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from conformance.inputs.cases import Case
@@ -46,3 +47,16 @@ class ImplSubject(CheckpointFiles):
                                          model_id=self.path)
 
 
+
+
+def reference_row_layout(processor: Any, hf_inputs: Mapping[str, Any], case: Case
+                         ) -> tuple[list[int], int | None]:
+    """impl's rows per image and slice dimension for the HF processor's outputs `hf_inputs`
+    for the case's images (after impl's unpadding): what the backend's must be."""
+    from impl.fields import image_row_layout
+    from impl.unpad import apply_unpad_images
+
+    inputs = dict(hf_inputs)
+    apply_unpad_images(inputs)
+    return image_row_layout(processor, inputs, case.items(), len(case.media),
+                            dict(case.processor_kwargs))

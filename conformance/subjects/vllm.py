@@ -305,6 +305,31 @@ class VllmSubject:
 
         return MultiModalProcessorOnlyCache(self.model_config(options))
 
+    def attributes_image_rows(self) -> bool:
+        """Whether this processor derives each image's rows itself (the backend's Offsets
+        path: `_get_num_image_patches`), rather than taking the processor's expansion."""
+        return hasattr(self.processor, "_get_num_image_patches")
+
+    def image_row_layout(self, case: Case, hf_inputs: Mapping[str, Any]
+                         ) -> tuple[list[int], int | None]:
+        """Each image's rows of image data and the dimension they lie along, as the backend
+        derives them from the HF processor's outputs `hf_inputs` for the case's images: its
+        own unpadding, count and slice dimension, without the check that they add up (that
+        check raises before anything could be compared)."""
+        import torch
+        from transformers import BatchFeature
+
+        processor = self.processor_for(case.processor_kwargs)
+        inputs = BatchFeature(dict(hf_inputs))
+        processor._unpad_images(inputs)
+        data = inputs.get("pixel_values", inputs.get("image_patches"))
+        counted = {k: v for k, v in inputs.items() if k not in ("pixel_values", "image_patches")}
+        rows = processor._get_num_image_patches(counted, {"images": case.items()},
+                                                len(case.media))
+        dim = (processor._get_slice_dim(data, int(rows.sum()))
+               if isinstance(data, torch.Tensor) else None)
+        return [int(n) for n in rows.tolist()], dim
+
     def process(self, case: Case, *, cache: Any = None, as_tokens: bool = False) -> ProcessedPrompt:
         processor = self.processor_for(case.processor_kwargs)
         prompt: str | list[int] = case.prompt(self.recipe.placeholder[case.modality])

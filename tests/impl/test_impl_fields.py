@@ -127,6 +127,18 @@ def test_rows_per_image_sources() -> None:
     assert fields.image_rows_per_item(Counting([2, 3]), ones, [object()], 2).tolist() == [1, 1]
 
 
+def test_row_layout_is_the_count_and_the_dimension_before_any_check() -> None:
+    images = [SimpleNamespace(height=4, width=4)] * 2
+    # Idefics3's leading batch dimension: the rows lie along dim 1
+    batched = {"pixel_values": torch.zeros(1, 5, 3, 2, 2)}
+    assert fields.image_row_layout(Counting([2, 3]), batched, images, 2) == ([2, 3], 1)
+    # counts that do not add up are still reported (the guard is image_rows_per_item's)
+    assert fields.image_row_layout(Counting([4, 4]), batched, images, 2) == ([4, 4], 0)
+    # un-padded data is one entry per image: no dimension to cut along
+    unpadded = {"pixel_values": [torch.zeros(3, 2, 2), torch.zeros(3, 1, 2)]}
+    assert fields.image_row_layout(Counting(None), unpadded, images, 2) == ([1, 1], None)
+
+
 def test_rows_that_do_not_add_up() -> None:
     images = [SimpleNamespace(height=4, width=4)] * 2
     with pytest.raises(ValueError, match="7 row"):
