@@ -83,6 +83,7 @@ class Proof:
     fixture: str
     evidence: str
     subject: str = "impl"  # a backend fault proves a sub-property only vllm-backend claims
+    sub_property: str = ""  # the one it proves, where the subject claims it only on some paths
 
 
 @dataclass(frozen=True)

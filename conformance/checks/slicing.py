@@ -126,5 +126,5 @@ CHECK = Check(
     level="case", run=run, claims=claims,
     proof=Proof("wrong-slice-dim", "idefics3", "alone vs batch"),
     more_proofs=(Proof("backend-rows-per-token", "qwen2_vl", "image rows per item: vllm-backend",
-                       subject="vllm-backend"),),
+                       subject="vllm-backend", sub_property=ROWS),),
 )
