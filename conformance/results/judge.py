@@ -7,6 +7,7 @@ about the subject), or none. The judge looks each failure up in the known findin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from conformance import expectations
@@ -20,6 +21,19 @@ class Failure:
     error: bool = False  # the cell could not run (set-up, crash of the harness): `error`
     inconclusive: bool = False  # too little was compared to stand for a pass: `inconclusive`
     extra: tuple[tuple[str, object], ...] = ()  # kept in the verdict's data if it is chosen
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "evidence", stable_text(self.evidence))
+
+
+# A repr's memory address (`<PIL.Image.Image image mode=RGB size=16x16 at 0x7F78EFC0C550>`, in
+# vLLM's "Failed to apply ... on data=..." messages) differs from run to run; without it a
+# cell's evidence, and the reports and baseline made from it, reproduce run after run.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def stable_text(text: str) -> str:
+    return _ADDRESS.sub("", text)
 
 
 def _options_text(options: tuple[tuple[str, object], ...]) -> str:

@@ -105,3 +105,14 @@ def test_a_checkpoint_check_hands_every_problem_to_the_judge_on_its_own():
     assert not outcome.ok and outcome.differences == ("a", "b")
     assert outcome.measured == {"n": 1}  # the list is not a measurement
     assert returning_outcome(lambda: (None, {PROBLEMS: []}))().ok
+
+
+def test_evidence_holds_no_memory_address():
+    # vLLM's "Failed to apply ... on data=..." holds the images' reprs: the address would make
+    # every run's evidence, reports and baseline differ
+    from conformance.results.judge import Failure
+
+    failure = Failure("Failed to apply XProcessor on data={'images': [<PIL.Image.Image image "
+                      "mode=RGB size=16x16 at 0x7F78EFC0C550>]}")
+    assert failure.evidence == ("Failed to apply XProcessor on data={'images': [<PIL.Image.Image "
+                                "image mode=RGB size=16x16>]}")
