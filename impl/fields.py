@@ -244,16 +244,12 @@ def image_rows_per_item(
     processor_kwargs: Mapping[str, Any] | None = None,
 ) -> torch.Tensor:
     """Rows of the image fields owned by each image, checked against the data to be cut."""
-    owned = rows_per_image(processor, hf_inputs, images, num_images, processor_kwargs)
-    data = image_data(hf_inputs)
-    if isinstance(data, torch.Tensor):
-        total = int(owned.sum())
-        rows = data.shape[slice_dim(data, total)]
-        if rows != total:
-            raise ValueError(
-                f"{type(processor).__name__} produced {rows} row(s) of image data for "
-                f"{num_images} image(s), but its outputs assign {owned.tolist()} "
-                "row(s) per image; the rows cannot be attributed to images (Gemma3's "
-                "do_pan_and_scan crops are one cause)."
-            )
-    return owned
+    owned, dim = image_row_layout(processor, hf_inputs, images, num_images, processor_kwargs)
+    if dim is not None and (rows := image_data(hf_inputs).shape[dim]) != sum(owned):
+        raise ValueError(
+            f"{type(processor).__name__} produced {rows} row(s) of image data for "
+            f"{num_images} image(s), but its outputs assign {owned} "
+            "row(s) per image; the rows cannot be attributed to images (Gemma3's "
+            "do_pan_and_scan crops are one cause)."
+        )
+    return torch.tensor(owned, dtype=torch.long)

@@ -12,12 +12,15 @@ on every request, which says that the rows do not add up, not which count is wro
 
 from __future__ import annotations
 
+from typing import Any
+
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import served_form, value_difference
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context, OracleFailed
 from conformance.subjects.hf import image_outputs
 from conformance.subjects.impl import reference_row_layout
+from impl.fields import image_data
 
 ALONE = "alone vs batch"
 HF = "alone vs the HF processor"
@@ -37,17 +40,15 @@ def claims(ctx: Context) -> tuple[str, ...]:
     return (ALONE, HF, *((ROWS,) if derives_rows(ctx) else ()))
 
 
-def rows_difference(ctx: Context, case: Case, outputs: dict) -> str | None:
+def rows_difference(ctx: Context, case: Case, processor: Any, outputs: dict) -> str | None:
     """The subject's rows per image and slice dimension against impl's, on the HF
     processor's outputs for the case's images; None when they agree."""
-    processor = ctx.oracles["hf"].processor_for(case.processor_kwargs)
     want = reference_row_layout(processor, outputs, case)
     got = ctx.subject.image_row_layout(case, outputs)
     if got == want:
         return None
-    data = outputs.get("pixel_values", outputs.get("image_patches"))
     return (f"image rows per item: {ctx.subject.name} {got[0]} along dim {got[1]}, impl "
-            f"{want[0]} along dim {want[1]} (image data {shape_of(data)})")
+            f"{want[0]} along dim {want[1]} (image data {shape_of(image_data(outputs))})")
 
 
 def shape_of(data: object) -> str:
@@ -75,7 +76,7 @@ def run(ctx: Context, case: Case) -> Outcome:
         except ValueError:  # the HF processor rejects the images: nothing to compare with
             outputs = None
         if outputs is not None:
-            rows, compared = rows_difference(ctx, case, outputs), True
+            rows, compared = rows_difference(ctx, case, processor, outputs), True
     try:
         outcome = compare_slices(ctx, case)
     except Exception:

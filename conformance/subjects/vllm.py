@@ -319,10 +319,12 @@ class VllmSubject:
         import torch
         from transformers import BatchFeature
 
+        from impl.fields import image_data
+
         processor = self.processor_for(case.processor_kwargs)
         inputs = BatchFeature(dict(hf_inputs))
         processor._unpad_images(inputs)
-        data = inputs.get("pixel_values", inputs.get("image_patches"))
+        data = image_data(inputs)
         counted = {k: v for k, v in inputs.items() if k not in ("pixel_values", "image_patches")}
         rows = processor._get_num_image_patches(counted, {"images": case.items()},
                                                 len(case.media))
