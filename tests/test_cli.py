@@ -137,8 +137,9 @@ def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path):
 
 @pytest.mark.vllm
 def test_bisect_finds_the_first_release_of_a_planted_version_dependent_fault():
-    out = run_cli("bisect", "--arch", "llava", "--check", "placeholders", "--good", "5.15.1",
-                  "--bad", "5.17.0", "--versions", "5.15.1,5.16.0,5.16.1,5.17.0",
+    # three releases: both ends, then the middle one decides (each probe is a worker's start)
+    out = run_cli("bisect", "--arch", "llava", "--check", "placeholders", "--good", "5.16.0",
+                  "--bad", "5.17.0", "--versions", "5.16.0,5.16.1,5.17.0",
                   "--fault", "offset-shift>=5.16.1", timeout=1800)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "first bad release: transformers 5.16.1 (last good 5.16.0)" in out.stdout
