@@ -8,6 +8,11 @@ Where the backend cuts image data into items by a row count it derives itself (t
 path), the rows per image and the dimension it cuts along are also compared with impl's, step
 against step: a wrong count otherwise shows only as the backend's own "cannot be split" error
 on every request, which says that the rows do not add up, not which count is wrong.
+Where the subject takes two modalities or more, the case's items are also processed with one
+item of each other modality before them in the same prompt: each modality's placeholders and
+field slices must be those it has without the others (the backend attributes every processor
+output to the modality that produced it, and a single-modality prompt cannot show a mistake),
+and its placeholders in the mixed prompt native vLLM's.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks.contract import Check, Outcome, Proof
-from conformance.checks.differences import served_form, value_difference
+from conformance.checks.differences import prompt_difference, served_form, value_difference
 from conformance.inputs.cases import Case
+from conformance.inputs.strategies import companion
 from conformance.subjects.context import Context, OracleFailed
 from conformance.subjects.hf import image_outputs
 from conformance.subjects.impl import reference_row_layout
@@ -25,6 +31,7 @@ from impl.fields import image_data
 ALONE = "alone vs batch"
 HF = "alone vs the HF processor"
 ROWS = "rows per image vs impl"
+MIXED = "mixed modalities"
 # The per-item counts the backend writes itself (its `_MODALITY_SIZE_KEYS`; video from vLLM
 # 0.32.0, whose backend takes it), no HF output
 COUNT_FIELDS = {"image": "num_image_patches", "audio": "num_audio_tokens",
@@ -36,8 +43,66 @@ def derives_rows(ctx: Context) -> bool:
         ctx.subject, "attributes_image_rows", lambda: False)()
 
 
+def subject_modalities(ctx: Context) -> tuple[str, ...]:
+    """What the subject takes: vLLM's backend says (video where it serves it), impl
+    reproduces vLLM 0.31.0's, which takes the recipe's."""
+    return tuple(getattr(ctx.subject, "modalities", ctx.recipe.modalities))
+
+
 def claims(ctx: Context) -> tuple[str, ...]:
-    return (ALONE, HF, *((ROWS,) if derives_rows(ctx) else ()))
+    return (ALONE, HF, *((ROWS,) if derives_rows(ctx) else ()),
+            *((MIXED,) if len(subject_modalities(ctx)) > 1 else ()))
+
+
+def mixed_difference(ctx: Context, case: Case) -> str | None:
+    """One item of each other modality the subject takes placed before the case's items:
+    each modality's placeholders (length, embedding positions) and field slices against
+    those of its items in a prompt of their own; None when they agree."""
+    seed = case.media[0].seed if case.media else 0
+    mixed = case.with_companions(tuple(companion(m, seed) for m in subject_modalities(ctx)
+                                       if m != case.modality))
+    where = f"mixed {'+'.join(mixed.modalities)} prompt"
+    try:
+        got = ctx.subject_output(mixed)
+    except Exception as error:  # each modality alone was processed
+        return f"{where}: {type(error).__name__}: {error}"
+    for modality in mixed.modalities:
+        try:
+            want = ctx.subject_output(case if modality == case.modality
+                                      else mixed.of_modality(modality))
+        except Exception as error:
+            return f"{where}: its {modality} item alone: {type(error).__name__}: {error}"
+        shapes = [[(p.length, tuple(e - p.offset for e in p.embed_positions)) for p in out]
+                  for out in (want.placeholders.get(modality, ()),
+                              got.placeholders.get(modality, ()))]
+        if shapes[0] != shapes[1]:
+            brief = short(shapes[1]) != short(shapes[0])
+            got_text, want_text = (short(x) if brief else str(x) for x in shapes[::-1])
+            return (f"{where}: {modality} placeholders (length, embeddings) {got_text}, "
+                    f"{modality} alone {want_text}")
+        if difference := value_difference(want.item_fields.get(modality, []),
+                                          got.item_fields.get(modality, []),
+                                          f"{where}: {modality} items (alone vs mixed)"):
+            return difference
+    return native_difference(ctx, mixed, got, where)
+
+
+def native_difference(ctx: Context, mixed: Case, got: Any, where: str) -> str | None:
+    """Where native vLLM processes the mixed prompt too, its ids and each modality's
+    placeholders in it are native's."""
+    if "vllm-native" not in ctx.oracles:
+        return None
+    try:
+        native = ctx.oracle_output("vllm-native", mixed)
+    except OracleFailed:  # native rejects the prompt: nothing to compare with
+        return None
+    difference = prompt_difference(native, got, ("vllm-native", ctx.subject.name))
+    return f"{where}: vs vllm-native: {difference}" if difference else None
+
+
+def short(shapes: list) -> str:
+    """Placeholders as (length, embedding count), or whole where that hides the difference."""
+    return str([(n, f"{len(e)} embeds") for n, e in shapes])
 
 
 def rows_difference(ctx: Context, case: Case, processor: Any, outputs: dict) -> str | None:
@@ -85,7 +150,12 @@ def run(ctx: Context, case: Case) -> Outcome:
         # the backend cannot cut rows it counted wrongly: the count is what differs
         return Outcome(False, rows, exercised=frozenset({ROWS}))
     differences = [*([rows] if rows else []), *outcome.differences]
-    return Outcome.judged(differences, set(outcome.exercised) | ({ROWS} if compared else set()))
+    exercised = set(outcome.exercised) | ({ROWS} if compared else set())
+    if len(subject_modalities(ctx)) > 1:
+        exercised.add(MIXED)
+        if mixed := mixed_difference(ctx, case):
+            differences.append(mixed)
+    return Outcome.judged(differences, exercised)
 
 
 def compare_slices(ctx: Context, case: Case) -> Outcome:
@@ -119,13 +189,19 @@ CHECK = Check(
     statement="Each item's field slices equal the fields of that item processed alone, and "
               "those are the HF processor's for it plus the backend's per-item count; where "
               "the backend counts an image's rows itself, that count and the dimension it cuts "
-              "along are impl's.",
+              "along are impl's; beside items of another modality, each modality's placeholders "
+              "and slices are those it has alone.",
     hint="a field cannot be cut per item: declare it in the sub-processor's model_input_names "
          "and keep one row layout (a leading batch dimension is dim 1); or a helper field "
          "the backend writes (`*_replacement_ids`) is not popped; or the backend's "
-         "`_get_num_image_patches` / `_get_slice_dim` read the wrong count or dimension",
+         "`_get_num_image_patches` / `_get_slice_dim` read the wrong count or dimension; "
+         "or, in a mixed prompt, `_partition_keys_by_modality` gives a field to the wrong "
+         "modality (an undeclared field or mask is claimed by none)",
     level="case", run=run, claims=claims,
     proof=Proof("wrong-slice-dim", "idefics3", "alone vs batch"),
     more_proofs=(Proof("backend-rows-per-token", "qwen2_vl", "image rows per item: vllm-backend",
-                       subject="vllm-backend", sub_property=ROWS),),
+                       subject="vllm-backend", sub_property=ROWS),
+                 # runs where the backend takes two modalities: vLLM 0.32.0 on >= 5.18 (video)
+                 Proof("backend-fields-one-modality", "qwen2_vl", "items (alone vs mixed)",
+                       subject="vllm-backend", sub_property=MIXED)),
 )

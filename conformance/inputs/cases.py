@@ -1,11 +1,14 @@
 """A case is data: a fixture, a prompt of text segments around placeholders, and media specs.
 
-Cases serialise to JSON, so a failing one can be written into a standalone reproducer.
+A drawn case holds items of one modality (`modality`); a mixed case (`with_companions`) also
+holds items of others, each placeholder written for its own item's modality. Cases serialise
+to JSON, so a failing one can be written into a standalone reproducer.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -25,15 +28,41 @@ class Case:
     def num_placeholders(self) -> int:
         return len(self.segments) - 1
 
-    def prompt(self, placeholder: str) -> str:
-        return (self.placeholder or placeholder).join(self.segments)
+    @property
+    def modalities(self) -> tuple[str, ...]:
+        """The modalities of its items, in order of first appearance (its own when it has none)."""
+        return tuple(dict.fromkeys(m.modality for m in self.media)) or (self.modality,)
+
+    def prompt(self, placeholder: str | Mapping[str, str]) -> str:
+        """The text: `placeholder` is one text for every slot, or the text per modality (each
+        slot then gets its item's, a slot beyond the items the case's modality's)."""
+        if self.placeholder or isinstance(placeholder, str):
+            return (self.placeholder or placeholder).join(self.segments)
+        slots = [placeholder[m.modality] for m in self.media][:self.num_placeholders]
+        slots += [placeholder[self.modality]] * (self.num_placeholders - len(slots))
+        return "".join(s + t for s, t in zip(self.segments, [*slots, ""], strict=True))
 
     def items(self) -> list[Any]:
         return [m.materialise() for m in self.media]
 
     def mm_data(self) -> dict[str, list]:
-        """vLLM's form: audios carry their sampling rate."""
-        return mm_data(self.modality, self.items())
+        """vLLM's form, per modality: audios carry their sampling rate."""
+        if len(self.modalities) == 1:
+            return mm_data(self.modality, self.items())
+        return {modality: mm_data(modality, [m.materialise() for m in self.media
+                                             if m.modality == modality])[modality]
+                for modality in self.modalities}
+
+    def with_companions(self, companions: tuple[Media, ...]) -> Case:
+        """A mixed case: `companions` (items of other modalities) placed before the case's own
+        items, each placeholder after the first text segment separated by a space."""
+        segments = (self.segments[0], *[" "] * len(companions), *self.segments[1:])
+        return replace(self, segments=segments, media=(*companions, *self.media))
+
+    def of_modality(self, modality: str) -> Case:
+        """Its items of `modality` alone, in a prompt of their placeholders only."""
+        media = tuple(m for m in self.media if m.modality == modality)
+        return replace(self, modality=modality, segments=("",) * (len(media) + 1), media=media)
 
     def with_media(self, media: tuple[Media, ...]) -> Case:
         return replace(self, media=media)

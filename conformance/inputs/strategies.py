@@ -92,6 +92,17 @@ def videos(draw, recipe: Recipe) -> Media:
                  seed=draw(st.integers(0, 2**16)))
 
 
+def companion(modality: str, seed: int) -> Media:
+    """The small item of `modality` a mixed case places beside a drawn case's items (not
+    drawn: the draws stay those of before), its content from the case's `seed`."""
+    if modality == "audio":
+        return Media("audio", samples=AUDIO_SAMPLES[0], seed=seed)
+    if modality == "video":
+        return Media("video", height=2 * VIDEO_SIDES[0], width=2 * VIDEO_SIDES[0],
+                     frames=VIDEO_FRAMES[0], seed=seed)
+    return Media(modality, height=2 * IMAGE_SIDES[0], width=3 * IMAGE_SIDES[0], seed=seed)
+
+
 def media(recipe: Recipe, modality: str) -> st.SearchStrategy[Media]:
     return {"image": images, "audio": audios, "video": videos}[modality](recipe)
 

@@ -176,6 +176,21 @@ def _backend_rows_per_token() -> list[Any]:
     return patches
 
 
+def _backend_fields_one_modality() -> list[Any]:
+    """vLLM's backend gives every processor output to the first modality of a prompt (its
+    single-modality shortcut taken for a mixed prompt too)."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    def partition(self: Any, keys: list[str], modalities: list[str]) -> dict:
+        return {modality: list(keys) if i == 0 else [] for i, modality in enumerate(modalities)}
+
+    # defined once for both processors (0.31.0: on their private base class)
+    owners = {next(c for c in cls.__mro__ if "_partition_keys_by_modality" in c.__dict__)
+              for cls in backend_processor_classes(multimodal)}
+    return [mock.patch.object(owner, "_partition_keys_by_modality", partition)
+            for owner in owners]
+
+
 def _backend_budget_halved() -> list[Any]:
     """vLLM's backend reports half the embeddings per item its largest item has."""
     from vllm.model_executor.models.transformers import multimodal
@@ -218,6 +233,7 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "backend-offset-shift": _backend_offset_shift,
     "backend-budget-halved": _backend_budget_halved,
     "backend-rows-per-token": _backend_rows_per_token,
+    "backend-fields-one-modality": _backend_fields_one_modality,
     "backend-logits-negated": _backend_logits_negated,
 }
 # media faults: hooks applied to the subject's items by the checkpoint-level checks

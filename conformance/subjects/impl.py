@@ -34,7 +34,7 @@ class ImplSubject(CheckpointFiles):
         import impl.pipeline
         from conformance.subjects.faults import planted
 
-        prompt: str | list[int] = case.prompt(self.recipe.placeholder[case.modality])
+        prompt: str | list[int] = case.prompt(self.recipe.placeholder)
         # impl's steps are looked up at call time, so a planted fault can stand in for them
         with planted(self.fault):
             processor = self.processor_for(case.processor_kwargs)

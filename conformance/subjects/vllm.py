@@ -334,7 +334,7 @@ class VllmSubject:
 
     def process(self, case: Case, *, cache: Any = None, as_tokens: bool = False) -> ProcessedPrompt:
         processor = self.processor_for(case.processor_kwargs)
-        prompt: str | list[int] = case.prompt(self.recipe.placeholder[case.modality])
+        prompt: str | list[int] = case.prompt(self.recipe.placeholder)
         if as_tokens:
             tokenizer = processor.info.get_tokenizer()
             prompt = tokenizer.encode(prompt, add_special_tokens=self.recipe.add_special_tokens)

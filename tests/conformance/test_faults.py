@@ -62,7 +62,8 @@ def test_the_backend_fault_a_sub_property_declares_makes_it_fail(check_id, proof
     assert clean.status in ("pass", "xfail"), clean
     if proof.sub_property not in clean.data.get("exercised", []):
         pytest.skip(f"{proof.subject} does not claim {proof.sub_property!r} on transformers "
-                    f"{transformers.__version__} (the Legacy path derives no rows itself)")
+                    f"{transformers.__version__} and this vLLM (rows: not on the Legacy path; "
+                    "mixed modalities: vLLM 0.32.0 on >= 5.18, tests/conformance/test_mixed.py)")
     with planted(proof.fault):
         faulty = run_suite(proof.fixture, proof.subject, check_id, repro_dir=tmp_path)
     assert faulty.status == "fail", faulty
