@@ -118,10 +118,29 @@ def test_a_version_is_shared_by_fixtures_when_jobs_outnumber_versions():
     assert [sorted({c.fixture for c in p.cells}) for p in plans] == [["llava"], ["gemma3"]]
     assert plans[0].feed is plans[1].feed and plans[0].feed.fixtures[-1] == "idefics3"
     assert {c.fixture for c in plans[0].feed()} == {"idefics3"} and plans[0].feed() is None
-    # as many versions as jobs: one worker per version, given all its cells at once
+    # as many versions as jobs: one worker per version, starting on its first fixture and
+    # taking the others from its own queue (which a job left free may help with)
     two = expand_cells(["llava", "gemma3"], ["5.12.1", "5.17.0"], ["impl"], ["cache"])
     plans = matrix.worker_plans(two, jobs=2, costs={})
-    assert sorted(len(p.cells) for p in plans) == [2, 2] and not any(p.feed for p in plans)
+    assert sorted(len(p.cells) for p in plans) == [1, 1]
+    assert len({id(p.feed) for p in plans}) == 2 and all(p.feed.remaining() for p in plans)
+
+
+def test_a_job_left_free_helps_the_version_with_most_work_left():
+    cells = expand_cells(["llava", "gemma3", "idefics3"], ["5.15.1", "5.17.0"], ["impl"],
+                         ["cache"])
+    costs = {("llava", "5.15.1"): 50.0, ("gemma3", "5.15.1"): 40.0,
+             ("idefics3", "5.15.1"): 30.0, ("llava", "5.17.0"): 20.0,
+             ("gemma3", "5.17.0"): 10.0, ("idefics3", "5.17.0"): 5.0}
+    plans = matrix.worker_plans(cells, jobs=2, costs=costs)
+    slow = next(p for p in plans if p.cells[0].version == "5.15.1")
+    assert slow.feed.remaining() == 70.0  # gemma3 and idefics3 not taken yet
+    helper = matrix.helper_plan(plans, minimum=30.0)
+    assert helper.feed is slow.feed and {c.fixture for c in helper.cells} == {"gemma3"}
+    assert helper.cells[0].version == "5.15.1"
+    # what is left (idefics3, 30 s, and 5.17.0's 15 s) is not worth a worker's start at 40 s
+    assert matrix.helper_plan(plans, minimum=40.0) is None
+    assert {c.fixture for c in slow.feed()} == {"idefics3"} and slow.feed() is None
 
 
 FED_WORKER = (

@@ -229,11 +229,25 @@ class FixtureQueue:
             by_fixture[key.fixture].append(key)
         self.fixtures = sorted(by_fixture, key=lambda f: -cost(f))
         self._batches = [by_fixture[f] for f in self.fixtures]
+        self._cost = cost
         self._lock = threading.Lock()
 
     def __call__(self) -> list[CellKey] | None:
         with self._lock:
             return self._batches.pop(0) if self._batches else None
+
+    def remaining(self) -> float:
+        """Estimated seconds of the fixtures no worker has taken yet."""
+        with self._lock:
+            return sum(self._cost(batch[0].fixture) for batch in self._batches)
+
+
+# A job left free at the end of a run starts one more worker on the version with the most
+# work left, when that work is worth a worker's start (~11 s of imports and ~4 s of first
+# engine, measured): with one worker per version, the run otherwise ends with the slowest
+# version's worker alone (two default columns: 174 s vs 124 s of cells, a 2-job run waiting
+# ~50 s on one worker).
+HELP_MIN_SECONDS = 30.0
 
 
 @dataclass
@@ -270,13 +284,25 @@ def worker_plans(cells: Iterable[CellKey], jobs: int,
 
         fixtures = {c.fixture for c in version_cells}
         load = sum(cost(f) for f in fixtures)
-        if parts == 1 or len(fixtures) == 1:
+        if len(fixtures) == 1:
             plans.append(WorkerPlan(version_cells, load))
             continue
+        # a queue even for one worker: a job freed later may help with it (`helper_plan`)
         shared = FixtureQueue(version_cells, cost)
         for _ in range(min(parts, len(fixtures))):  # each starts on a fixture of its own
             plans.append(WorkerPlan(shared() or [], load / parts, shared))
     return sorted(plans, key=lambda plan: -plan.load)
+
+
+def helper_plan(plans: list[WorkerPlan], minimum: float = HELP_MIN_SECONDS
+                ) -> WorkerPlan | None:
+    """A plan for a job left free: the next fixture of the version whose untaken fixtures
+    are estimated to take longest (at least `minimum` s), then that version's queue."""
+    queues = list({id(p.feed): p.feed for p in plans if p.feed is not None}.values())
+    best = max(queues, key=lambda q: q.remaining(), default=None)
+    if best is None or best.remaining() < minimum or not (first := best()):
+        return None
+    return WorkerPlan(first, 0.0, best)
 
 
 def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Verdict], None],
@@ -313,20 +339,28 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
         parts[(plan.cells[0].vllm, plan.cells[0].version)] += 1
     seen: dict[tuple[str, str], int] = defaultdict(int)
 
-    def run_plan(plan: WorkerPlan) -> None:
-        group = label, version = plan.cells[0].vllm, plan.cells[0].version
+    unstarted = [len(plans)]
+
+    def run_plan(plan: WorkerPlan | None) -> None:
         with lock:
-            seen[group] += 1
-            name = (log_file(label, version) if parts[group] == 1
-                    else log_file(label, version, seen[group]))
-        share = shares.get()
-        try:
-            extra = share_env(share) if jobs > 1 else None
-            run_version(version, plan.cells, log_dir, report, cell_timeout, started, extra,
-                        name, of_label(label, vllms), plan.feed,
-                        plan.feed.fixtures if plan.feed else None)
-        finally:
-            shares.put(share)
+            unstarted[0] -= 1
+        while plan is not None:
+            group = label, version = plan.cells[0].vllm, plan.cells[0].version
+            with lock:
+                seen[group] += 1
+                name = (log_file(label, version) if parts[group] == 1 and seen[group] == 1
+                        else log_file(label, version, seen[group]))
+            share = shares.get()
+            try:
+                extra = share_env(share) if jobs > 1 else None
+                run_version(version, plan.cells, log_dir, report, cell_timeout, started, extra,
+                            name, of_label(label, vllms), plan.feed,
+                            plan.feed.fixtures if plan.feed else None)
+            finally:
+                shares.put(share)
+            # this job is free: once no plan waits for one, help the version with most left
+            with lock:
+                plan = helper_plan(plans) if jobs > 1 and unstarted[0] == 0 else None
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for future in [pool.submit(run_plan, plan) for plan in plans]:
