@@ -137,9 +137,10 @@ def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path):
 
 @pytest.mark.vllm
 def test_bisect_finds_the_first_release_of_a_planted_version_dependent_fault():
-    # three releases: both ends, then the middle one decides (each probe is a worker's start)
+    # two releases, each probed in its own worker (a worker's start is most of the time);
+    # the search itself is tested with a fake probe (tests/test_bisect.py)
     out = run_cli("bisect", "--arch", "llava", "--check", "placeholders", "--good", "5.16.0",
-                  "--bad", "5.17.0", "--versions", "5.16.0,5.16.1,5.17.0",
+                  "--bad", "5.16.1", "--versions", "5.16.0,5.16.1",
                   "--fault", "offset-shift>=5.16.1", timeout=1800)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "first bad release: transformers 5.16.1 (last good 5.16.0)" in out.stdout
