@@ -20,7 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks.contract import Check, Outcome, Proof
-from conformance.checks.differences import prompt_difference, served_form, value_difference
+from conformance.checks.differences import (
+    error_text,
+    prompt_difference,
+    served_form,
+    value_difference,
+)
 from conformance.inputs.cases import Case
 from conformance.inputs.strategies import companion
 from conformance.subjects.context import Context, OracleFailed
@@ -65,13 +70,13 @@ def mixed_difference(ctx: Context, case: Case) -> str | None:
     try:
         got = ctx.subject_output(mixed)
     except Exception as error:  # each modality alone was processed
-        return f"{where}: {type(error).__name__}: {error}"
+        return f"{where}: {error_text(error)}"
     for modality in mixed.modalities:
         try:
             want = ctx.subject_output(case if modality == case.modality
                                       else mixed.of_modality(modality))
         except Exception as error:
-            return f"{where}: its {modality} item alone: {type(error).__name__}: {error}"
+            return f"{where}: its {modality} item alone: {error_text(error)}"
         shapes = [[(p.length, tuple(e - p.offset for e in p.embed_positions)) for p in out]
                   for out in (want.placeholders.get(modality, ()),
                               got.placeholders.get(modality, ()))]
