@@ -19,6 +19,7 @@ from pathlib import Path
 
 from conformance.paths import ENV_DIR, cache_dir
 from conformance.run.vllms import DEFAULT_VLLM, RELEASES
+from fixtures.cache import building
 from impl.version import in_range
 
 ENV_VERSION = "5.17.0"
@@ -160,9 +161,15 @@ def ensure_overlay(version: str, log=print, vllm: str = DEFAULT_VLLM) -> Overlay
         return Overlay(version, (), None)
     pins = resolve_pins(version, vllm=vllm)
     target = overlay_dir(version, vllm)
+    with building(target):
+        _install_overlay(version, pins, target, log)
+    return Overlay(version, pins, target)
+
+
+def _install_overlay(version: str, pins: tuple[str, ...], target: Path, log) -> None:
     marker = target / ".pins"
     if marker.exists() and marker.read_text().split() == list(pins):
-        return Overlay(version, pins, target)
+        return
     log(f"installing transformers {version} overlay: {' '.join(pins)}")
     tmp = target.with_name(target.name + ".tmp")
     subprocess.run(["rm", "-rf", str(tmp)], check=True)
@@ -177,7 +184,6 @@ def ensure_overlay(version: str, log=print, vllm: str = DEFAULT_VLLM) -> Overlay
     (tmp / ".pins").write_text(" ".join(pins) + "\n")
     subprocess.run(["rm", "-rf", str(target)], check=True)
     tmp.rename(target)
-    return Overlay(version, pins, target)
 
 
 def installed_transformers() -> str:

@@ -1,0 +1,62 @@
+"""The README's test command: its two passes side by side, their outputs apart, the first
+failure its exit code; and the cache lock the two passes share."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+from fixtures.cache import building
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bootstrap():
+    spec = importlib.util.spec_from_file_location("bootstrap", ROOT / "scripts" / "bootstrap.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def script(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_the_legacy_pass_runs_beside_the_first_and_prints_after_it(tmp_path, capfd):
+    marker = tmp_path / "legacy-started"
+    # the first pass succeeds only if the Legacy pass started while it ran (within 20 s)
+    python = script(tmp_path / "python", (
+        f"for i in $(seq 200); do [ -e {marker} ] && break; sleep 0.1; done\n"
+        f"echo first pass output\n[ -e {marker} ] || exit 3\n"))
+    script(tmp_path / "conformance", f"touch {marker}\necho legacy pass output: $*\nexit 1\n")
+    code = bootstrap().run_default_tests(python, dict(os.environ))
+    out = capfd.readouterr().out
+    assert code == 1  # the Legacy pass's failure, the first pass having passed
+    assert out.index("first pass output") < out.index("legacy pass output")
+    assert "exec --transformers 5.12.1" in out.split("legacy pass output:")[1]
+    assert "exit codes: transformers 5.17.0: 0, transformers 5.12.1: 1" in out
+
+
+def test_builders_of_one_cache_entry_wait_for_each_other(tmp_path):
+    inside, overlaps = [0], []
+
+    def build() -> None:
+        with building(tmp_path / "fixture"):
+            inside[0] += 1
+            overlaps.append(inside[0])
+            time.sleep(0.05)
+            inside[0] -= 1
+
+    # flock is per open file: threads holding separate opens exclude each other as processes do
+    threads = [threading.Thread(target=build) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert overlaps == [1, 1, 1, 1]
