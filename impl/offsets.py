@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any
 
+import numpy as np
 import torch
 
 from impl.fields import image_rows_per_item
@@ -74,8 +76,9 @@ def record_replacements(
 ) -> None:
     """Store the replacements as per-item fields, with each item's row/token count."""
     for modality, seqs in replacements.items():
-        hf_inputs[f"{modality}_replacement_ids"] = torch.tensor(
-            [token for seq in seqs for token in seq]
+        # through numpy: a tensor from a list of Python ints costs ~4x more
+        hf_inputs[f"{modality}_replacement_ids"] = torch.from_numpy(
+            np.fromiter(chain.from_iterable(seqs), dtype=np.int64)
         )
         hf_inputs[f"{modality}_replacement_sizes"] = torch.tensor([len(seq) for seq in seqs])
         if modality == "image":
