@@ -180,10 +180,9 @@ def run_version(version: str, cells: list[CellKey], log_dir: Path,
 
 
 def cpu_shares(jobs: int) -> list[tuple[int, ...]]:
-    """Disjoint shares of this process's CPUs, one per job: how many threads each worker's
-    torch runs with (`share_env`). Two workers that each size torch's thread pools to every
-    core slow each other down (measured: `--jobs 2` ran slower than `--jobs 1` on 2 cores
-    before the shares)."""
+    """The CPUs each of `jobs` workers runs on: disjoint shares of this process's CPUs. Two
+    workers that share every core slow each other down through torch's thread pools (measured:
+    `--jobs 2` ran slower than `--jobs 1` on 2 cores before the shares)."""
     cpus = sorted(os.sched_getaffinity(0))
     if jobs <= 1 or len(cpus) < jobs:
         return [tuple(cpus)] * max(1, jobs)
@@ -192,13 +191,13 @@ def cpu_shares(jobs: int) -> list[tuple[int, ...]]:
 
 
 def share_env(cpus: tuple[int, ...]) -> dict[str, str]:
-    """A worker's environment for its share: as many torch threads as it holds CPUs, and no
-    pinning to them, so the scheduler can give a core that one worker leaves idle (between
-    cells, in the runner's own work, at a run's end) to the other. Measured on 2 cores, 2
-    versions x 6 fixtures, 2 jobs, in the order pinned, free, free, pinned: 111.7, 108.7,
-    107.9, 114.9 s (free 4% faster, the cells' own seconds the same)."""
+    """A worker's environment for its share: pinned there (`worker.py`) and as many threads.
+    Tried unpinned (as many threads, free to use either core; 2026-12-02): 4% faster on a
+    2-version x 6-fixture run, but the benchmark's speed-ups fell (two columns 1.52x, one
+    column 1.61x, against 1.65-1.72x and 1.70x pinned), so workers stay pinned."""
     threads = str(len(cpus))
-    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    return {"CONFORMANCE_CPUS": ",".join(map(str, cpus)), "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads}
 
 
 def fixture_costs() -> dict[str, float]:

@@ -55,6 +55,15 @@ def build_all(fixtures: set[str]) -> None:
             continue
 
 
+def pin_to_share() -> None:
+    """Run on the CPUs the matrix runner gave this worker (`CONFORMANCE_CPUS`), before torch
+    sizes its thread pools from them."""
+    import os
+
+    if cpus := os.environ.get("CONFORMANCE_CPUS"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
 # What nearly every cell imports: done before the first cell, so that no cell's time carries
 # it. A cell's seconds are what the runner balances workers by (`matrix.fixture_costs`); the
 # import time (about 11 s here) used to land on whichever fixture a worker ran first.
@@ -97,6 +106,7 @@ def warm_up() -> None:
 
 
 def main(argv: list[str]) -> int:
+    pin_to_share()
     from conformance.results.verdict import CellKey
     from conformance.run.cell import run_cell
 
