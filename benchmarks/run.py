@@ -170,14 +170,18 @@ def _jobs_speedup(versions: str, out: dict) -> dict:
         # another vLLM copy ran, cost the first engine of a run about 10 s per worker)
         out["warm_run_seconds"] = round(_run_matrix(["--versions", versions, "--jobs", "2"],
                                                     folder)[0], 1)
-    verdicts, seconds = [], {1: [], 2: []}
+    verdicts, seconds, in_cells = [], {1: [], 2: []}, {1: [], 2: []}
     for jobs in (1, 2, 2, 1):
         with tempfile.TemporaryDirectory() as folder:
             took, cells = _run_matrix(["--versions", versions, "--jobs", str(jobs)], folder)
         verdicts.append(_statuses(cells))
         seconds[jobs].append(round(took, 1))
+        # the cells' own seconds, added up: equal in both modes unless the workers slow each
+        # other down; the rest of the wall time is workers' starts, fixtures' set-up, waits
+        in_cells[jobs].append(round(sum(float(c.get("seconds") or 0) for c in cells), 1))
         out[f"jobs_{jobs}"] = {"cells": len(cells), "runs_seconds": seconds[jobs],
-                               "seconds": round(sum(seconds[jobs]) / len(seconds[jobs]), 1)}
+                               "seconds": round(sum(seconds[jobs]) / len(seconds[jobs]), 1),
+                               "cell_seconds": in_cells[jobs]}
     out["speedup"] = round(out["jobs_1"]["seconds"] / out["jobs_2"]["seconds"], 2)
     out["same_verdicts"] = all(v == verdicts[0] for v in verdicts)
     return out
