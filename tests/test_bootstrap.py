@@ -1,5 +1,6 @@
-"""The README's test command: its two passes side by side, their outputs apart, the first
-failure its exit code; and the cache lock the two passes share."""
+"""scripts/bootstrap.py: the environments it names (the harness's), the README's test command
+(its two passes side by side, their outputs apart, the first failure its exit code), and the
+cache lock the two passes share."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+from conformance.run import vllms
 from fixtures.cache import building
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +22,17 @@ def bootstrap():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_bootstrap_and_the_harness_name_the_same_environments(monkeypatch, tmp_path):
+    monkeypatch.setenv("CONFORMANCE_VENV", str(tmp_path / "env"))
+    boot = bootstrap()
+    assert boot.DEFAULT_VLLM == vllms.DEFAULT_VLLM
+    for version, release in vllms.RELEASES.items():
+        assert boot.venv_dir(version) == release.venv
+        assert boot.spec_dir(version) == release.spec_dir
+    assert vllms.RELEASES["0.32.0"].venv == tmp_path / "env-vllm-0.32.0"
+    assert set(boot.releases()) == set(vllms.RELEASES)
 
 
 def script(path: Path, body: str) -> Path:

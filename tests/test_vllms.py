@@ -3,7 +3,6 @@ window, the cell key with its vLLM, and old results without one (vLLM 0.31.0's).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -18,24 +17,6 @@ from conformance.run.plan import expand_cells, model_versions
 from conformance.run.versions import overlay_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def bootstrap():
-    spec = importlib.util.spec_from_file_location("bootstrap", ROOT / "scripts" / "bootstrap.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_bootstrap_and_the_harness_name_the_same_environments(monkeypatch, tmp_path):
-    monkeypatch.setenv("CONFORMANCE_VENV", str(tmp_path / "env"))
-    boot = bootstrap()
-    assert boot.DEFAULT_VLLM == vllms.DEFAULT_VLLM
-    for version, release in vllms.RELEASES.items():
-        assert boot.venv_dir(version) == release.venv
-        assert boot.spec_dir(version) == release.spec_dir
-    assert vllms.RELEASES["0.32.0"].venv == tmp_path / "env-vllm-0.32.0"
-    assert set(boot.releases()) == set(vllms.RELEASES)
 
 
 def test_every_release_has_locks_for_its_builds():
