@@ -16,8 +16,6 @@ from conformance.run import vllms
 from conformance.run.plan import expand_cells, model_versions
 from conformance.run.versions import overlay_dir
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def test_every_release_has_locks_for_its_builds():
     for release in vllms.RELEASES.values():
