@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
+import numpy as np
 import torch
 
 from impl.info import audio_processor
@@ -40,6 +42,12 @@ class FieldSpec:
         return "batched" if self.sizes is None else "flat"
 
 
+def long_tensor(values: Sequence[int]) -> torch.Tensor:
+    """A 1-D int64 tensor of `values` (what `torch.tensor` makes of Python ints), through numpy:
+    `torch.tensor` on a short list costs ~5x more, paid several times per prompt."""
+    return torch.from_numpy(np.array(values, dtype=np.int64).reshape(-1))
+
+
 def batched(modality: str, *, keep_on_cpu: bool = False) -> FieldSpec:
     return FieldSpec(modality, None, 0, keep_on_cpu)
 
@@ -47,8 +55,9 @@ def batched(modality: str, *, keep_on_cpu: bool = False) -> FieldSpec:
 def flat_from_sizes(
     modality: str, sizes: Any, dim: int = 0, *, keep_on_cpu: bool = False
 ) -> FieldSpec:
-    if not isinstance(sizes, torch.Tensor):
-        sizes = torch.as_tensor(sizes)
+    if type(sizes) is tuple and all(type(size) is int for size in sizes):
+        return FieldSpec(modality, sizes, dim, keep_on_cpu)  # already validated: no tensor
+    sizes = torch.as_tensor(sizes)
     if sizes.ndim != 1:
         raise ValueError(f"per-item sizes must be one-dimensional, got shape {tuple(sizes.shape)}")
     return FieldSpec(modality, tuple(map(int, sizes.tolist())), dim, keep_on_cpu)
@@ -119,15 +128,16 @@ def field_specs(processor: Any, hf_inputs: Mapping[str, Any]) -> dict[str, Field
 
     specs: dict[str, FieldSpec] = {}
     for modality in modalities:
-        modality_sizes = torch.as_tensor(sizes[modality])
-        total_rows = int(modality_sizes.sum())
+        rows: tuple[int, ...] | None = None
         for key in owned[modality]:
             data = hf_inputs[key]
             # audio and un-padded (list) fields already hold one entry per item
             if modality == "audio" or isinstance(data, list):
                 specs[key] = batched(modality)
-            else:
-                specs[key] = flat_from_sizes(modality, modality_sizes, slice_dim(data, total_rows))
+                continue
+            if rows is None:  # checked and made Python ints once, not once per field
+                rows = flat_from_sizes(modality, sizes[modality]).sizes
+            specs[key] = flat_from_sizes(modality, rows, slice_dim(data, sum(rows)))
     for modality in modalities:
         specs[MODALITY_SIZE_KEYS[modality]] = batched(modality, keep_on_cpu=True)
         replacement_sizes = hf_inputs.get(f"{modality}_replacement_sizes")
@@ -207,14 +217,14 @@ def rows_per_image(
     images: Any,
     num_images: int,
     processor_kwargs: Mapping[str, Any] | None = None,
-) -> torch.Tensor:
-    """Rows of the image fields owned by each image: the grid's cells, else the processor's
-    patch count, else one row per image."""
+) -> list[int]:
+    """Rows of the image fields owned by each image: the grid's cells (a row (t, h, w) per
+    image), else the processor's patch count, else one row per image."""
     if (grid := hf_inputs.get("image_grid_thw")) is not None:
-        return grid.prod(-1)
+        return [math.prod(row) for row in grid.tolist()]
     if (counts := num_patches_per_image(processor, images, processor_kwargs)) is not None:
-        return torch.tensor(counts)
-    return torch.ones(num_images, dtype=torch.long)
+        return [int(n) for n in counts]
+    return [1] * num_images
 
 
 def image_data(hf_inputs: Mapping[str, Any]) -> Any:
@@ -233,8 +243,8 @@ def image_row_layout(
     data is already one entry per image), before any check that they add up."""
     rows = rows_per_image(processor, hf_inputs, images, num_images, processor_kwargs)
     data = image_data(hf_inputs)
-    dim = slice_dim(data, int(rows.sum())) if isinstance(data, torch.Tensor) else None
-    return [int(n) for n in rows.tolist()], dim
+    dim = slice_dim(data, sum(rows)) if isinstance(data, torch.Tensor) else None
+    return rows, dim
 
 
 def image_rows_per_item(
@@ -253,4 +263,4 @@ def image_rows_per_item(
             "row(s) per image; the rows cannot be attributed to images (Gemma3's "
             "do_pan_and_scan crops are one cause)."
         )
-    return torch.tensor(owned, dtype=torch.long)
+    return long_tensor(owned)

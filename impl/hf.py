@@ -80,8 +80,8 @@ def load_processor(path: str, options: Mapping[str, Any] | None = None) -> Any:
     return AutoProcessor.from_pretrained(path, **construct) if construct else processor
 
 
-# leaves that hold no tensor; tested first because processors return long nested lists of
-# them (text_replacement_offsets) and an ABC isinstance check per element is not free
+# leaves that hold no tensor; tested by exact type before any ABC isinstance check (not
+# free), since processors return long nested lists of them (text_replacement_offsets)
 _PLAIN = (int, float, str, bool, type(None))
 
 
@@ -92,14 +92,17 @@ def _plain(value: Any) -> bool:
 
 
 def map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    if _plain(value):
-        return value
+    """`value` with `fn` applied to every tensor in it (mappings come back as dicts)."""
     if isinstance(value, torch.Tensor):
         return fn(value)
+    if type(value) is list:
+        return [map_tensors(item, fn) for item in value]
+    if _plain(value):
+        return value
     if isinstance(value, Mapping):
-        if all(_plain(item) for item in value.values()):
-            return dict(value)
-        return {key: map_tensors(item, fn) for key, item in value.items()}
+        # leaves stay without a call each: an offset entry is made of them
+        return {key: item if _plain(item) else map_tensors(item, fn)
+                for key, item in value.items()}
     if isinstance(value, list):
         return [map_tensors(item, fn) for item in value]
     if isinstance(value, tuple):

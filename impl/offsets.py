@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from impl.fields import image_rows_per_item
+from impl.fields import image_rows_per_item, long_tensor
 from impl.hf import encode_plain
 from impl.replace import Replacement
 
@@ -80,7 +80,7 @@ def record_replacements(
         hf_inputs[f"{modality}_replacement_ids"] = torch.from_numpy(
             np.fromiter(chain.from_iterable(seqs), dtype=np.int64)
         )
-        hf_inputs[f"{modality}_replacement_sizes"] = torch.tensor([len(seq) for seq in seqs])
+        hf_inputs[f"{modality}_replacement_sizes"] = long_tensor([len(seq) for seq in seqs])
         if modality == "image":
             hf_inputs["num_image_patches"] = image_rows_per_item(
                 processor, hf_inputs, images, len(seqs), processor_kwargs

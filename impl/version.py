@@ -56,6 +56,7 @@ def matches(version: str, spec: str) -> bool:
     return in_range(version, *bounds(spec))
 
 
+@lru_cache(maxsize=64)  # asked per prompt: two Version comparisons cost ~20 us each time
 def placeholder_strategy(version: str) -> str:
     """`legacy` (search the expanded prompt) or `offsets` (text_replacement_offsets)."""
     return "offsets" if at_least(version, OFFSETS_SINCE) else "legacy"

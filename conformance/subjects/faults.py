@@ -276,14 +276,20 @@ def active(spec: str | None) -> str | None:
 PLANTED: list[str] = []  # the faults planted now (outputs computed meanwhile are not kept)
 
 
-@contextlib.contextmanager
-def planted(spec: str | None) -> Iterator[None]:
+def planted(spec: str | None) -> contextlib.AbstractContextManager[None]:
+    """The fault `spec` names planted for a `with` block; nothing to plant (no fault, a media
+    fault, or one not active under this transformers) costs no generator: impl's subject
+    enters this once per prompt."""
     name = active(spec)
     if name is None or name in MEDIA_FAULTS:
-        yield
-        return
+        return contextlib.nullcontext()
     if name not in FAULTS:
         raise KeyError(f"unknown fault {name!r} (known: {', '.join(FAULTS)})")
+    return _planting(name)
+
+
+@contextlib.contextmanager
+def _planting(name: str) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for patch in FAULTS[name]():
             stack.enter_context(patch)

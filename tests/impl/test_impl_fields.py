@@ -103,6 +103,24 @@ def test_item_counts_must_agree() -> None:
 def test_sizes_must_be_one_dimensional() -> None:
     with pytest.raises(ValueError, match="one-dimensional"):
         fields.flat_from_sizes("image", torch.ones(2, 2))
+    with pytest.raises(ValueError, match="one-dimensional"):
+        fields.flat_from_sizes("image", [[2], [3]])
+
+
+def test_sizes_of_any_form_give_one_spec() -> None:
+    # a tensor (the backend's form), a list, or the ints of a spec already made (reused by
+    # field_specs for every field of a modality)
+    spec = fields.flat_from_sizes("image", torch.tensor([2, 3]), 1)
+    assert spec == fields.flat_from_sizes("image", [2, 3], 1)
+    assert spec == fields.flat_from_sizes("image", spec.sizes, 1) == fields.FieldSpec(
+        "image", (2, 3), 1)
+
+
+def test_long_tensor_is_what_torch_tensor_makes_of_ints() -> None:
+    for values in ([2, 3, 4], [7], []):
+        made = fields.long_tensor(values)
+        assert made.dtype == torch.long and made.shape == (len(values),)
+        assert made.tolist() == values
 
 
 class Counting:
