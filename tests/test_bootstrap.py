@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from conformance.run import vllms
 from fixtures.cache import building
 
@@ -33,6 +35,25 @@ def test_bootstrap_and_the_harness_name_the_same_environments(monkeypatch, tmp_p
         assert boot.spec_dir(version) == release.spec_dir
     assert vllms.RELEASES["0.32.0"].venv == tmp_path / "env-vllm-0.32.0"
     assert set(boot.releases()) == set(vllms.RELEASES)
+
+
+def test_the_environment_holds_its_bytecode():
+    """Built by bootstrap (its stamp says so), the environment running these tests holds the
+    bytecode of what every process imports: none is compiled again where nothing may write it."""
+    import sys
+
+    import torch
+    import transformers
+    import vllm
+
+    boot = bootstrap()
+    stamp = Path(sys.prefix) / boot.STAMP_NAME
+    if not stamp.exists():
+        pytest.skip(f"{sys.prefix} was not built by scripts/bootstrap.py")
+    assert stamp.read_text().strip() == boot.digest(boot.flavor())
+    for package in (torch, transformers, vllm):
+        cached = Path(package.__file__).parent / "__pycache__"
+        assert list(cached.glob("__init__.cpython-*.pyc")), f"{package.__name__}: no bytecode"
 
 
 def script(path: Path, body: str) -> Path:
