@@ -9,6 +9,8 @@
   speed-up (reported), verdicts equal in every cell;
 - jobs: the same on two default version columns, as the main job runs them (one worker per
   version): the speed-up of 2 jobs (target >= 1.7x);
+- jobs-matrix (on request): the same on the full default matrix, the main job itself, in the
+  order 2, 1, 2 (about 40 min);
 - matrix (on request): the full default matrix through the main job, or `--from-run DIR`
   (target <= 20 min);
 - tests (on request): the README's test command (target <= 15 min);
@@ -146,12 +148,28 @@ def bench_overhead(fixture: str = "qwen2_5_vl", examples: int = 20, rounds: int 
             "target": 1.2}
 
 
-def _run_matrix(args: list[str], folder: str) -> tuple[float, list[dict]]:
-    """`conformance run ARGS` into `folder`: its wall seconds and cells."""
+def steal_seconds() -> float | None:
+    """CPU time the hypervisor gave other guests, all CPUs added up (Linux's /proc/stat):
+    on a shared virtual machine two runs of the same work differ by what was stolen."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _run_matrix(args: list[str], folder: str, stolen: list | None = None
+                ) -> tuple[float, list[dict]]:
+    """`conformance run ARGS` into `folder`: its wall seconds and cells; the CPU seconds
+    stolen meanwhile appended to `stolen`."""
+    before = steal_seconds()
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "conformance", "run", *args, "--output", folder],
                    capture_output=True, cwd=ROOT)
     seconds = time.perf_counter() - started
+    after = steal_seconds()
+    if stolen is not None:
+        stolen.append(None if before is None or after is None else round(after - before, 1))
     return seconds, json.loads((Path(folder) / "results.json").read_text())["cells"]
 
 
@@ -159,21 +177,23 @@ def _statuses(cells: list[dict]) -> dict[tuple, str]:
     return {(c["fixture"], c["version"], c["subject"], c["check"]): c["status"] for c in cells}
 
 
-def _jobs_speedup(versions: str, out: dict) -> dict:
-    """`versions` run with 1 worker and with 2, in the order 1, 2, 2, 1, each figure the mean
-    of its two runs: this machine's speed drifts over minutes (overhead passes whose code
-    differed by a few percent took from 1.0 s to 2.1 s within a quarter of an hour, nothing
-    else running), and one run of each, one after the other, puts all of that drift into the
-    ratio; the symmetric order cancels a drift that is steady over the benchmark."""
+def _jobs_speedup(args: list[str], out: dict, order: tuple[int, ...] = (1, 2, 2, 1),
+                  warm: list[str] | None = None) -> dict:
+    """`conformance run ARGS` with 1 worker and with 2, in a symmetric `order` (1, 2, 2, 1
+    or 2, 1, 2), each figure the mean of its runs: this machine's speed drifts over minutes
+    (overhead passes whose code differed by a few percent took from 1.0 s to 2.1 s within a
+    quarter of an hour, nothing else running), and one run of each, one after the other, puts
+    all of that drift into the ratio; a symmetric order cancels a drift that is steady over
+    the benchmark."""
     with tempfile.TemporaryDirectory() as folder:
         # untimed: every cache warm first (vLLM's on-disk model-info cache, rewritten whenever
         # another vLLM copy ran, cost the first engine of a run about 10 s per worker)
-        out["warm_run_seconds"] = round(_run_matrix(["--versions", versions, "--jobs", "2"],
+        out["warm_run_seconds"] = round(_run_matrix([*(warm or args), "--jobs", "2"],
                                                     folder)[0], 1)
-    verdicts, seconds, in_cells = [], {1: [], 2: []}, {1: [], 2: []}
-    for jobs in (1, 2, 2, 1):
+    verdicts, seconds, in_cells, stolen = [], {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
+    for jobs in order:
         with tempfile.TemporaryDirectory() as folder:
-            took, cells = _run_matrix(["--versions", versions, "--jobs", str(jobs)], folder)
+            took, cells = _run_matrix([*args, "--jobs", str(jobs)], folder, stolen[jobs])
         verdicts.append(_statuses(cells))
         seconds[jobs].append(round(took, 1))
         # the cells' own seconds, added up: equal in both modes unless the workers slow each
@@ -181,7 +201,7 @@ def _jobs_speedup(versions: str, out: dict) -> dict:
         in_cells[jobs].append(round(sum(float(c.get("seconds") or 0) for c in cells), 1))
         out[f"jobs_{jobs}"] = {"cells": len(cells), "runs_seconds": seconds[jobs],
                                "seconds": round(sum(seconds[jobs]) / len(seconds[jobs]), 1),
-                               "cell_seconds": in_cells[jobs]}
+                               "cell_seconds": in_cells[jobs], "steal_seconds": stolen[jobs]}
     out["speedup"] = round(out["jobs_1"]["seconds"] / out["jobs_2"]["seconds"], 2)
     out["same_verdicts"] = all(v == verdicts[0] for v in verdicts)
     return out
@@ -195,15 +215,28 @@ def bench_column(version: str = "5.17.0") -> dict:
     Within one version, each of the two workers pays the fixed start of a worker (imports and
     the compiled sampler, about 11 s; its first engine, about 3 s more) that one worker pays
     once, so a column's speed-up stays below the main job's (`bench_jobs`)."""
-    return _jobs_speedup(version, {"version": version, "target_minutes": 4})
+    return _jobs_speedup(["--versions", version], {"version": version, "target_minutes": 4})
 
 
 def bench_jobs(versions: str = "5.15.1,5.17.0") -> dict:
     """The main job's speed-up from a second worker (target: 2 jobs >= 1.7x 1 job), on two
     default version columns: the main job runs one worker per version, two versions side by
     side with 2 jobs, one after the other with 1, so each worker's fixed start is paid side
-    by side as well. Two columns rather than all six keep the four runs near 15 min."""
-    return _jobs_speedup(versions, {"versions": versions, "target_speedup": 1.7})
+    by side as well. Two columns rather than all six keep the four runs near 15 min; two
+    columns of unequal work end with one worker alone for their difference (too short for a
+    helper's start to pay off), which the six columns of the main job share out
+    (`bench_jobs_matrix`)."""
+    return _jobs_speedup(["--versions", versions],
+                         {"versions": versions, "target_speedup": 1.7})
+
+
+def bench_jobs_matrix() -> dict:
+    """The speed-up of 2 jobs on the main job itself: the full default matrix, in the order
+    2, 1, 2 (about 40 min on 2 cores; on request). The warm-up run loads every fixture's
+    models on every version (`--checks model`): overlays, fixtures and vLLM's model-info
+    cache ready, for a tenth of a full run."""
+    return _jobs_speedup([], {"versions": "default", "target_speedup": 1.7}, order=(2, 1, 2),
+                         warm=["--checks", "model"])
 
 
 def bench_matrix(from_run: str | None = None) -> dict:
@@ -335,6 +368,7 @@ BENCHES = {
     "overhead": bench_overhead,
     "column": bench_column,
     "jobs": bench_jobs,
+    "jobs-matrix": bench_jobs_matrix,
     "matrix": bench_matrix,
     "tests": bench_tests,
     "switch": bench_switch,
@@ -351,7 +385,7 @@ def main() -> int:
     parser.add_argument("--from-run", help="matrix: take a finished default-matrix run folder")
     args = parser.parse_args()
     # the full matrix and the test command take minutes each: on request only
-    default = [b for b in BENCHES if b not in ("matrix", "tests", "mutation")]
+    default = [b for b in BENCHES if b not in ("matrix", "jobs-matrix", "tests", "mutation")]
     chosen = [b for b in (args.only.split(",") if args.only else default) if b]
     if unknown := [b for b in chosen if b not in BENCHES]:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)} (known: {', '.join(BENCHES)})")
