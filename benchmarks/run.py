@@ -158,18 +158,12 @@ def steal_seconds() -> float | None:
         return None
 
 
-def _run_matrix(args: list[str], folder: str, stolen: list | None = None
-                ) -> tuple[float, list[dict]]:
-    """`conformance run ARGS` into `folder`: its wall seconds and cells; the CPU seconds
-    stolen meanwhile appended to `stolen`."""
-    before = steal_seconds()
+def _run_matrix(args: list[str], folder: str) -> tuple[float, list[dict]]:
+    """`conformance run ARGS` into `folder`: its wall seconds and cells."""
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "conformance", "run", *args, "--output", folder],
                    capture_output=True, cwd=ROOT)
     seconds = time.perf_counter() - started
-    after = steal_seconds()
-    if stolen is not None:
-        stolen.append(None if before is None or after is None else round(after - before, 1))
     return seconds, json.loads((Path(folder) / "results.json").read_text())["cells"]
 
 
@@ -192,8 +186,11 @@ def _jobs_speedup(args: list[str], out: dict, order: tuple[int, ...] = (1, 2, 2,
                                                     folder)[0], 1)
     verdicts, seconds, in_cells, stolen = [], {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
     for jobs in order:
+        before = steal_seconds()
         with tempfile.TemporaryDirectory() as folder:
-            took, cells = _run_matrix([*args, "--jobs", str(jobs)], folder, stolen[jobs])
+            took, cells = _run_matrix([*args, "--jobs", str(jobs)], folder)
+        after = steal_seconds()
+        stolen[jobs].append(None if before is None or after is None else round(after - before, 1))
         verdicts.append(_statuses(cells))
         seconds[jobs].append(round(took, 1))
         # the cells' own seconds, added up: equal in both modes unless the workers slow each
