@@ -1,5 +1,6 @@
 """Model-level parity on every fixture, on CPU: vLLM's Transformers backend (and impl driving
-the HF model) against native vLLM's encoder outputs, M-RoPE positions and greedy decoding.
+the HF model) against native vLLM's (where vLLM has a native model) and the HF model's own
+encoder outputs, M-RoPE positions and greedy decoding.
 
 A genuine disagreement is a finding in conformance/expectations/findings.toml: its evidence
 is matched, then the test is marked xfail with the reason. Planted faults prove the checks can fail.
@@ -65,11 +66,13 @@ def run_check(fixture: str, check: str) -> dict:
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
-def test_encoder_outputs_match_native(fixture: str) -> None:
+def test_encoder_outputs_match_every_reference(fixture: str) -> None:
     data = run_check(fixture, "encoder")
     for subject in mc.SUBJECTS:
-        rows = [row for per_modality in data[subject].values() for row in per_modality]
-        assert rows and all(row["allclose"] and "rel_l2" in row for row in rows), data[subject]
+        compared = [data[subject], data[f"{subject} vs hf"]]
+        rows = [row for per in compared for per_modality in per.values() for row in per_modality]
+        assert rows and all(row["allclose"] and "rel_l2" in row for row in rows), compared
+        assert data["references"][f"{subject} vs hf"] == "agrees"
 
 
 def test_nested_items_have_distinct_token_counts_on_pixtral() -> None:
@@ -94,17 +97,22 @@ def test_first_items_sizes_for_every_item_fail_encoder_as_a_comparison(monkeypat
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
-def test_mrope_positions_match_native(fixture: str) -> None:
+def test_mrope_positions_match_every_reference(fixture: str) -> None:
     data = run_check(fixture, "mrope")
     assert len(data["prompts"]) >= 4
     for row in data["prompts"]:
-        assert all(row[s]["mismatched_positions"] == 0 for s in mc.SUBJECTS), row
+        for s in mc.SUBJECTS:
+            assert row[s]["mismatched_positions"] == 0, row
+            assert row[f"{s} vs hf"]["mismatched_positions"] == 0, row
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
-def test_greedy_decoding_matches_native(fixture: str) -> None:
+def test_greedy_decoding_matches_every_reference(fixture: str) -> None:
     data = run_check(fixture, "generate")
-    assert len(data["native_tokens"]) == mc.GENERATE_TOKENS
+    assert len(data["backend vs hf"]["hf_tokens"]) == mc.GENERATE_TOKENS
+    if get_recipe(fixture).native_in_vllm:
+        assert len(data["native_tokens"]) == mc.GENERATE_TOKENS
+        assert data["references"]["native vs hf"] == "agree"
 
 
 def test_mrope_applies_to_qwen2_5_vl_and_not_to_llava() -> None:
@@ -153,6 +161,20 @@ def test_images_swapped_in_the_subject_fail_mrope() -> None:
     # the one-image prompt has nothing to swap
     single = next(row for row in data["prompts"] if row["prompt"].startswith("text then one"))
     assert single["backend"]["mismatched_positions"] == 0
+
+
+def test_the_hf_model_alone_catches_images_swapped_in_the_subject_in_mrope() -> None:
+    # the HF-reference path without native vLLM (no fixture without a native model uses
+    # M-RoPE): the positions the HF model's forward computes are the only reference
+    recipe, path = get_recipe("qwen2_5_vl"), checkpoint("qwen2_5_vl")
+    assert mc.check_mrope(recipe, path, references=("hf",))[0] is None
+    evidence, data = mc.check_mrope(recipe, path, subject_media=swap_first_two,
+                                    references=("hf",))
+    assert evidence is not None
+    assert evidence.startswith("vs hf: backend on 'recipe prompt, 2 images': ")
+    assert "position(s) differ" in evidence and "vs hf [" in evidence
+    assert data["prompts"][0]["backend vs hf"]["mismatched_positions"] > 0
+    assert "backend" not in data["prompts"][0]  # native vLLM was not asked
 
 
 def test_images_swapped_in_the_subject_fail_encoder() -> None:

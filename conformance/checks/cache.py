@@ -136,5 +136,6 @@ CHECK = Check(
     hint="an item's processed data depends on its neighbours or on the prompt form: batch "
          "padding that image_sizes does not describe, or a hash that is not per item",
     level="case", run=run, claims=claims,
+    compared_with="the subject uncached, alone and in order; native vLLM's cache",
     proof=Proof("hash-neighbours", "llava", "depends on its neighbours"),
 )

@@ -6,8 +6,9 @@ levels:
 - `case`: `run(ctx, case) -> Outcome` for one generated case; a suite cell drives it over
   hypothesis-generated cases for one fixture and subject (`conformance.run.suite`).
 - `checkpoint`: `run(recipe, path, *, device, dtype, subject_media) -> Outcome` once per
-  fixture on fixed inputs, vLLM's backend against native vLLM (`subject_media`, when given,
-  changes the subject's media only: a planted fault).
+  fixture on fixed inputs, vLLM's backend against its references (`compared_with`: native
+  vLLM, the HF processor, the HF model); `subject_media`, when given, changes the subject's
+  media only: a planted fault.
 
 Every check names the planted fault (`conformance.subjects.faults`) and the fixture on which
 that fault makes it fail: the proof that it can fail, run by tests/conformance/test_faults.py.
@@ -49,6 +50,9 @@ class Outcome:
 
 
 PASS = Outcome(True)
+
+# The model checks' references (`checks/model/references.py`)
+MODEL_REFERENCES = "native vLLM (where vLLM has a model of its own) and the HF model, three-way"
 
 
 # Where a checkpoint-level check function lists every difference it found, besides its
@@ -96,7 +100,8 @@ class Check:
     proof: Proof
     # proofs of sub-properties the main proof's subject does not claim (the backend's steps)
     more_proofs: tuple[Proof, ...] = ()
-    needs_native: bool = False  # compares with native vLLM only: n/a without a native model
+    # what the check compares its subject with, as the README's check table says it
+    compared_with: str = "native vLLM; the HF processor"
     loads_model: bool = False  # loads models: runs on vLLM's window + 1 by default
     # the sub-properties a suite cell (its context given) must have exercised to pass
     claims: Callable[..., tuple[str, ...]] = lambda ctx: ()

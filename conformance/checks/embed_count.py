@@ -67,5 +67,6 @@ CHECK = Check(
          "replacement's most frequent token is not the token the encoder rows fill; or a "
          "per-item count (num_audio_tokens) is not the item's embedding positions",
     level="case", run=run, claims=claims,
+    compared_with="the HF model's embedding token and the processor's token count",
     proof=Proof("wrong-embed-token", "idefics3", "embedding positions"),
 )

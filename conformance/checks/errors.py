@@ -159,5 +159,6 @@ CHECK = Check(
     hint="a mismatched prompt is accepted silently or rejected by a bare assert, or the "
          "subject rejects valid input too",
     level="case", run=run, claims=claims,
+    compared_with="the error contract: a clear error naming the modality and a count",
     proof=Proof("errors-swallowed", "llava", "accept"),  # "accepts it" / "accepted, but unlike"
 )

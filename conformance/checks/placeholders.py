@@ -22,5 +22,6 @@ CHECK = Check(
     hint="item ranges differ from native vLLM's: check which tokens the processor marks in "
          "mm_token_type_ids / the replacement text, and the embedding token",
     level="case", run=run,
+    compared_with="native vLLM, else the HF processor",
     proof=Proof("offset-shift", "llava", "ranges differ"),
 )

@@ -78,5 +78,6 @@ CHECK = Check(
     hint="native vLLM and the backend expand the recipe prompt differently: compare the HF "
          "processor's replacement text with what native vLLM inserts",
     level="checkpoint", run=run,
+    compared_with="native vLLM, else the HF processor",
     proof=Proof("backend-offset-shift", "llava", "ranges differ"),
 )

@@ -80,5 +80,6 @@ CHECK = Check(
     hint="look at get_max_image_tokens / get_max_audio_tokens and the processor's token count "
          "for the largest image size",
     level="checkpoint", run=run,
+    compared_with="the largest items served; native vLLM's budget",
     proof=Proof("backend-budget-halved", "llava", "more embeddings than the budget"),
 )

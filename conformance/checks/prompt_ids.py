@@ -25,5 +25,6 @@ CHECK = Check(
     hint="the prompt ids differ from the HF processor's own expansion: check how the "
          "processor's replace_<modality>_token text tokenizes next to its neighbours",
     level="case", run=run,
+    compared_with="native vLLM and the HF processor",
     proof=Proof("options-ignored", "qwen2_vl", "prompt ids differ"),
 )

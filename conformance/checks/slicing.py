@@ -203,6 +203,7 @@ CHECK = Check(
          "or, in a mixed prompt, `_partition_keys_by_modality` gives a field to the wrong "
          "modality (an undeclared field or mask is claimed by none)",
     level="case", run=run, claims=claims,
+    compared_with="each item processed alone; the HF processor; impl",
     proof=Proof("wrong-slice-dim", "idefics3", "alone vs batch"),
     more_proofs=(Proof("backend-rows-per-token", "qwen2_vl", "image rows per item: vllm-backend",
                        subject="vllm-backend", sub_property=ROWS),

@@ -32,6 +32,7 @@ class Finding:
     options: tuple[str, ...] = ()  # processor options the failing case must set
     whole_cell: str = ""  # why every check of the cell is meaningless (allows "*" unbounded)
     vllm: str = ""  # vLLM releases it concerns: ">=0.31.0,<0.32.0"; "": every release
+    side: str = "backend"  # who deviates from transformers (SIDES)
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -64,11 +65,23 @@ class Finding:
         return f">={low}" if low else (f"<{high}" if high else "all")
 
 
+# Which side of a three-way comparison deviates from transformers (`side` in findings.toml)
+SIDES = {
+    "backend": "vLLM's Transformers backend (and impl, which reproduces it)",
+    "native": "native vLLM (the backend agrees with transformers)",
+    "vllm": "both vLLM implementations (transformers computes otherwise)",
+    "transformers": "transformers itself (the HF processor or model; vLLM agrees with itself)",
+}
+
+
 def parse(raw: dict) -> Finding:
     unknown = set(raw) - {"id", "title", "reason", "fixtures", "evidence", "versions",
-                          "subjects", "options", "whole_cell", "vllm"}
+                          "subjects", "options", "whole_cell", "vllm", "side"}
     if unknown:
         raise ValueError(f"finding {raw.get('id')!r}: unknown keys {sorted(unknown)}")
+    if raw.get("side", "backend") not in SIDES:
+        raise ValueError(f"finding {raw['id']!r}: side {raw['side']!r} is none of "
+                         f"{', '.join(SIDES)}")
     _, upper = bounds(raw.get("versions", ""))  # a malformed specifier fails at load
     if (ANY in raw["fixtures"] or ANY in raw["evidence"]) and not upper and \
             not raw.get("whole_cell"):
@@ -84,6 +97,7 @@ def parse(raw: dict) -> Finding:
         versions=raw.get("versions", ""), subjects=tuple(raw.get("subjects", ())),
         options=tuple(raw.get("options", ())), vllm=raw.get("vllm", ""),
         whole_cell=" ".join(raw.get("whole_cell", "").split()),
+        side=raw.get("side", "backend"),
     )
 
 

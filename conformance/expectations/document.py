@@ -12,7 +12,7 @@ import textwrap
 from collections import defaultdict
 from pathlib import Path
 
-from conformance.expectations import ANY, Finding, load
+from conformance.expectations import ANY, SIDES, Finding, load
 from conformance.paths import ROOT
 from conformance.run.vllms import RELEASES
 from impl.version import bounds, in_range, matches
@@ -142,7 +142,8 @@ def _section(finding: Finding, observed: list[dict] | None = None) -> list[str]:
              f"- fixtures: {_names(finding.fixtures)}",
              f"- checks: {_names(finding.checks)}",
              f"- subjects: {_names(finding.subjects)}",
-             f"- processor options: {_options(finding)}", "",
+             f"- processor options: {_options(finding)}",
+             f"- deviates from transformers: {SIDES[finding.side]}", "",
              _wrapped(inline_markdown(finding.reason)), "",
              *([_wrapped(inline_markdown("Whole cell: " + finding.whole_cell)), ""]
                if finding.whole_cell else []),

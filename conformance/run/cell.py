@@ -95,9 +95,6 @@ def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str]
     from conformance.subjects.faults import media_fault
 
     started = time.monotonic() if started is None else started
-    if check.needs_native and not recipe.native_in_vllm:
-        return Verdict.of(key, "n/a", f"vLLM has no native {recipe.architecture} model to "
-                                      "compare with")
     try:
         path = locate()
         with planted_unless_impl(fault):

@@ -52,13 +52,7 @@ class HfSubject(CheckpointFiles):
 
     @functools.lru_cache(maxsize=4)  # noqa: B019 - one subject per checkpoint and process
     def embed_token_id(self, modality: str) -> int:
-        """The token the HF model scatters this modality's encoder rows into."""
-        config = self.config
-        for name in (f"{modality}_token_id", f"{modality}_token_index"):
-            value = getattr(config, name, None)
-            if value is not None:
-                return int(value)
-        raise ValueError(f"{type(config).__name__} names no {modality} token id")
+        return embed_token_id(self.config, modality)
 
     def process(self, case: Case, **_: Any) -> ProcessedPrompt:
         text = case.prompt(self.recipe.placeholder[case.modality])
@@ -101,6 +95,15 @@ class HfSubject(CheckpointFiles):
                                 **dict(case.processor_kwargs))["num_video_tokens"])
         sizes = [[m.height, m.width] for m in case.media]
         return list(counter(image_sizes=sizes, **dict(case.processor_kwargs))["num_image_tokens"])
+
+
+def embed_token_id(config: Any, modality: str) -> int:
+    """The token the HF model scatters this modality's encoder rows into."""
+    for name in (f"{modality}_token_id", f"{modality}_token_index"):
+        value = getattr(config, name, None)
+        if value is not None:
+            return int(value)
+    raise ValueError(f"{type(config).__name__} names no {modality} token id")
 
 
 def image_outputs(processor: Any, case: Case) -> dict[str, Any]:

@@ -88,6 +88,24 @@ def test_the_fault_a_checkpoint_check_declares_makes_it_fail(check_id):
     assert proof.evidence in faulty.detail, faulty.detail
 
 
+@pytest.mark.model
+@pytest.mark.parametrize("check_id, proof", [
+    (c.id, proof) for c in registry().values() if c.level == "checkpoint"
+    for proof in c.more_proofs])
+def test_a_model_check_fails_through_the_hf_model_alone(check_id, proof):
+    # the fixture has no native vLLM model: the HF model is its only reference
+    check, version = get_check(check_id), transformers.__version__
+    recipe = get_recipe(proof.fixture)
+    assert not recipe.native_in_vllm and proof.sub_property == "hf"
+    key = CellKey(proof.fixture, version, proof.subject, check_id)
+    clean = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture))
+    assert clean.status in ("pass", "xfail"), clean
+    faulty = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture),
+                            fault=proof.fault)
+    assert faulty.status == "fail", faulty
+    assert proof.evidence in faulty.detail, faulty.detail
+
+
 NATIVE_FIXTURES = [name for name in available_recipes() if get_recipe(name).native_in_vllm]
 
 

@@ -4,10 +4,18 @@ under vLLM tests' `check_logprobs_close` rule."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.checks.contract import Check, MediaHook, Proof, returning_outcome
+from conformance.checks.contract import (
+    MODEL_REFERENCES,
+    PROBLEMS,
+    Check,
+    MediaHook,
+    Proof,
+    returning_outcome,
+)
 from conformance.checks.model.inputs import error_text, two_item_inputs
 from conformance.checks.model.loading import (
     BACKEND,
@@ -16,7 +24,14 @@ from conformance.checks.model.loading import (
     cache_key,
     ensure_distributed,
     llm,
-    require_native,
+)
+from conformance.checks.model.references import (
+    HF_PREFIX,
+    HF_REF,
+    NATIVE_REF,
+    references_of,
+    run_references,
+    three_way,
 )
 from conformance.inputs.media import mm_data
 from fixtures.recipe import Recipe
@@ -49,16 +64,18 @@ def decode(engine: Any, prompt: str, modality: str, items: list,
     return Decoded(tuple(result.prompt_token_ids), tuple(completion.token_ids), steps)
 
 
-def logprobs_difference(native: Decoded, backend: Decoded) -> tuple[str | None, dict]:
+def logprobs_difference(native: Decoded, backend: Decoded, ref: str = "native",
+                        subject: str = "backend") -> tuple[str | None, dict]:
     """vLLM tests' `check_logprobs_close`: equal tokens, or at the first divergence each
-    side's token is in the other's top logprobs; nothing after it is compared."""
+    side's token is in the other's top logprobs; nothing after it is compared. `ref` and
+    `subject` name the two sides in the evidence."""
     deltas: list[float] = []
-    data: dict[str, Any] = {"native_tokens": list(native.tokens),
-                            "backend_tokens": list(backend.tokens),
+    data: dict[str, Any] = {f"{ref}_tokens": list(native.tokens),
+                            f"{subject}_tokens": list(backend.tokens),
                             "prompt_ids_equal": native.prompt_ids == backend.prompt_ids}
     if len(native.tokens) != len(backend.tokens):
         data["max_logprob_diff"] = None
-        return (f"native decoded {len(native.tokens)} tokens, backend {len(backend.tokens)}",
+        return (f"{ref} decoded {len(native.tokens)} tokens, {subject} {len(backend.tokens)}",
                 data)
     difference = None
     for step, (a, b) in enumerate(zip(native.tokens, backend.tokens, strict=True)):
@@ -68,26 +85,28 @@ def logprobs_difference(native: Decoded, backend: Decoded) -> tuple[str | None, 
             continue
         data["diverged_at"] = step
         if a not in theirs or b not in mine:
-            difference = (f"step {step}: native token {a} ({mine.get(a, float('nan')):.4f}) "
-                          f"vs backend token {b} ({theirs.get(b, float('nan')):.4f}); native "
-                          f"top-{TOP_LOGPROBS} {sorted(mine)}, backend top-{TOP_LOGPROBS} "
+            difference = (f"step {step}: {ref} token {a} ({mine.get(a, float('nan')):.4f}) "
+                          f"vs {subject} token {b} ({theirs.get(b, float('nan')):.4f}); {ref} "
+                          f"top-{TOP_LOGPROBS} {sorted(mine)}, {subject} top-{TOP_LOGPROBS} "
                           f"{sorted(theirs)}")
         break
     data["max_logprob_diff"] = max(deltas) if deltas else None
     return difference, data
 
 
-def strict_difference(native: Decoded, backend: Decoded, atol: float) -> tuple[str | None, dict]:
+def strict_difference(native: Decoded, backend: Decoded, atol: float, ref: str = "native",
+                      subject: str = "backend") -> tuple[str | None, dict]:
     """Every decoded position: the same token, the same top tokens, each logprob within
-    `atol`."""
+    `atol`. `ref` and `subject` name the two sides in the evidence."""
     deltas: list[float] = [0.0]
-    data: dict[str, Any] = {"native_tokens": list(native.tokens),
-                            "backend_tokens": list(backend.tokens),
+    data: dict[str, Any] = {f"{ref}_tokens": list(native.tokens),
+                            f"{subject}_tokens": list(backend.tokens),
                             "prompt_ids_equal": native.prompt_ids == backend.prompt_ids,
                             "logprob_atol": atol}
     difference = None
     if len(native.tokens) != len(backend.tokens):
-        difference = f"native decoded {len(native.tokens)} tokens, backend {len(backend.tokens)}"
+        difference = (f"{ref} decoded {len(native.tokens)} tokens, {subject} "
+                      f"{len(backend.tokens)}")
     for step, (a, b) in enumerate(zip(native.tokens, backend.tokens, strict=False)):
         mine, theirs = native.logprobs[step], backend.logprobs[step]
         shared = sorted(set(mine) & set(theirs))
@@ -95,28 +114,112 @@ def strict_difference(native: Decoded, backend: Decoded, atol: float) -> tuple[s
         if difference:
             break
         if a != b:
-            difference = (f"step {step}: native token {a} ({mine.get(a, float('nan')):.4f}) vs "
-                          f"backend token {b} ({theirs.get(b, float('nan')):.4f})")
+            difference = (f"step {step}: {ref} token {a} ({mine.get(a, float('nan')):.4f}) vs "
+                          f"{subject} token {b} ({theirs.get(b, float('nan')):.4f})")
         elif (worst := max(shared, key=lambda t: abs(mine[t] - theirs[t]), default=None)) \
                 is not None and abs(mine[worst] - theirs[worst]) > atol:
-            difference = (f"step {step}: logprob of token {worst} native {mine[worst]:.6f} vs "
-                          f"backend {theirs[worst]:.6f} (off by "
+            difference = (f"step {step}: logprob of token {worst} {ref} {mine[worst]:.6f} vs "
+                          f"{subject} {theirs[worst]:.6f} (off by "
                           f"{abs(mine[worst] - theirs[worst]):.2e}, fp32 bound {atol:g})")
+            if (scale := logit_scale(mine, theirs, a)) is not None:
+                difference += f"; the {subject}'s logit gaps are the {ref}'s times {scale:.4g}"
         elif set(mine) != set(theirs):
-            difference = (f"step {step}: top-{TOP_LOGPROBS} tokens native {sorted(mine)} vs "
-                          f"backend {sorted(theirs)}")
+            difference = (f"step {step}: top-{TOP_LOGPROBS} tokens {ref} {sorted(mine)} vs "
+                          f"{subject} {sorted(theirs)}")
     data["max_logprob_diff"] = max(deltas)
     if difference and not data["prompt_ids_equal"]:
-        difference = (f"prompt ids differ (native {len(native.prompt_ids)} tokens, backend "
+        difference = (f"prompt ids differ ({ref} {len(native.prompt_ids)} tokens, {subject} "
                       f"{len(backend.prompt_ids)}); {difference}")
     return difference, data
 
 
-def compare_decoded(native: Decoded, backend: Decoded, dtype: str) -> tuple[str | None, dict]:
+def logit_scale(reference: dict[int, float], subject: dict[int, float], top: int,
+                tolerance: float = 1e-3) -> float | None:
+    """The factor the subject's logits are the reference's by, where one factor explains every
+    shared top token (log-softmax keeps logit differences, so the gaps to the chosen token
+    scale by it); None where no single factor does, or it is 1."""
+    ratios = [(subject[t] - subject[top]) / (reference[t] - reference[top])
+              for t in reference if t in subject and t != top
+              and abs(reference[t] - reference[top]) > tolerance]
+    if len(ratios) < 2:
+        return None
+    mean = sum(ratios) / len(ratios)
+    if abs(mean - 1) <= tolerance or any(abs(r - mean) > tolerance * abs(mean) for r in ratios):
+        return None
+    return mean
+
+
+def compare_decoded(native: Decoded, backend: Decoded, dtype: str, ref: str = "native",
+                    subject: str = "backend") -> tuple[str | None, dict]:
     """The strict fp32 rule where the precision has one, else vLLM tests' lenient rule."""
     if dtype in LOGPROB_ATOL:
-        return strict_difference(native, backend, LOGPROB_ATOL[dtype])
-    return logprobs_difference(native, backend)
+        return strict_difference(native, backend, LOGPROB_ATOL[dtype], ref, subject)
+    return logprobs_difference(native, backend, ref, subject)
+
+
+def reference_decode(ref: str, recipe: Recipe, path: str, device: str, dtype: str,
+                     prompt: str, modality: str, items: list,
+                     tokens: int = GENERATE_TOKENS) -> Decoded:
+    """Greedy decoding by a reference: native vLLM's engine, or the HF model."""
+    if ref == HF_REF:
+        from conformance.checks.model import hf_reference
+
+        return hf_reference.decode(recipe, path, device, dtype, prompt, modality, items, tokens)
+    return engine_decode(recipe, path, NATIVE, device, dtype, prompt, modality, items, tokens)
+
+
+def compared_decodings(recipe: Recipe, path: str, device: str, dtype: str, prompt: str,
+                       modality: str, subject_items: list, items: list, data: dict[str, Any],
+                       references: Sequence[str] | None = None,
+                       tokens: int = GENERATE_TOKENS,
+                       first: Callable[[Decoded, Decoded, str, str], str | None] | None = None,
+                       ) -> list[str]:
+    """The backend's greedy decoding against every reference's (`compare_decoded`), each
+    difference attributed; the backend failing is evidence, every reference failing ends
+    the check. `first`, when given, words a difference it finds instead (the `model` check's
+    greedy token)."""
+    refs = references_of(recipe, references)
+    outputs = run_references(refs, lambda ref: reference_decode(
+        ref, recipe, path, device, dtype, prompt, modality, items, tokens), data)
+    try:
+        backend = engine_decode(recipe, path, BACKEND, device, dtype, prompt, modality,
+                                subject_items, tokens)
+    except Exception as error:
+        data["backend"] = {"error": error_text(error)}
+        data.update({f"{ref}_tokens": list(out.tokens) for ref, out in outputs.items()})
+        return [f"backend: {error_text(error)}"]
+
+    def compare(expected: Decoded, actual: Decoded, ref: str, subject: str) -> list[str]:
+        difference, measured = compare_decoded(expected, actual, dtype, ref, subject)
+        difference = (first and first(expected, actual, ref, subject)) or difference
+        if (ref, subject) == (NATIVE_REF, "backend"):
+            data.update(measured)  # the native comparison's measurements, where they were
+        else:
+            data[f"{subject} vs {ref}"] = measured
+        return [difference] if difference else []
+
+    problems = three_way("backend", outputs, backend, compare, data)
+    if data.get("deviates", {}).get("backend") in ("hf", "all"):
+        note = hf_ablation(recipe, path, device, dtype, prompt, modality, items, tokens,
+                           backend, compare)
+        problems = [p + note if p.startswith(HF_PREFIX) else p for p in problems]
+    return problems
+
+
+def hf_ablation(recipe: Recipe, path: str, device: str, dtype: str, prompt: str,
+                modality: str, items: list, tokens: int, backend: Decoded,
+                compare: Callable[[Decoded, Decoded, str, str], list[str]]) -> str:
+    """Where the HF model differs from the vLLM implementations: the first processor output
+    (`hf_reference.ABLATIONS`) without which it agrees with the backend, named ('' if none)."""
+    from conformance.checks.model import hf_reference
+
+    present = hf_reference.processed_keys(path, prompt, modality, items)
+    for key in (k for k in hf_reference.ABLATIONS if k in present):
+        ablated = hf_reference.decode(recipe, path, device, dtype, prompt, modality, items,
+                                      tokens, without=(key,))
+        if not compare(ablated, backend, f"hf without {key}", "backend"):
+            return f"; the HF model fed no {key} agrees with the backend"
+    return ""
 
 
 def engine_decode(recipe: Recipe, path: str, impl: str, device: str, dtype: str,
@@ -138,20 +241,17 @@ def engine_decode(recipe: Recipe, path: str, impl: str, device: str, dtype: str,
 
 
 def check_generate(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str = "float32",
-                   subject_media: MediaHook | None = None) -> tuple[str | None, dict]:
-    """Greedy decoding with logprobs on the recipe's two-item prompt, backend vs native; the
-    backend failing (to load or to decode) is evidence, native failing ends the check."""
-    require_native(recipe)
+                   subject_media: MediaHook | None = None,
+                   references: Sequence[str] | None = None) -> tuple[str | None, dict]:
+    """Greedy decoding with logprobs on the recipe's two-item prompt, the backend against
+    native vLLM (where vLLM has a native model) and the HF model."""
     modality, prompt, items = two_item_inputs(recipe, path)
-    native = engine_decode(recipe, path, NATIVE, device, dtype, prompt, modality, items)
     subject_items = subject_media(list(items)) if subject_media else items
-    try:
-        backend = engine_decode(recipe, path, BACKEND, device, dtype, prompt, modality,
-                                subject_items)
-    except Exception as error:
-        return f"backend: {error_text(error)}", {"native_tokens": list(native.tokens),
-                                                 "backend": {"error": error_text(error)}}
-    return compare_decoded(native, backend, dtype)
+    data: dict[str, Any] = {}
+    problems = compared_decodings(recipe, path, device, dtype, prompt, modality, subject_items,
+                                  items, data, references)
+    data[PROBLEMS] = problems
+    return (problems[0] if problems else None), data
 
 
 CHECK = Check(
@@ -160,6 +260,9 @@ CHECK = Check(
               "position's top logprobs within fp32 noise, else vLLM tests' check_logprobs_close.",
     hint="the backend decodes other tokens than native vLLM: look at the embedding positions "
          "and the M-RoPE positions first, then at the decoder's inputs",
-    level="checkpoint", run=returning_outcome(check_generate), needs_native=True, loads_model=True,
+    level="checkpoint", run=returning_outcome(check_generate), loads_model=True,
+    compared_with=MODEL_REFERENCES,
     proof=Proof("backend-logits-negated", "llava", "step 0: native token"),
+    more_proofs=(Proof("backend-logits-negated", "aya_vision", "vs hf: step 0: hf token",
+                       subject="vllm-backend", sub_property=HF_REF),),
 )

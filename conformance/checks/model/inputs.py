@@ -20,10 +20,18 @@ NESTED_IMAGE_SIZES = ((20, 30), (60, 90))  # (h, w)
 NESTED_AUDIO_SECONDS = (0.6, 1.4)
 
 
+def item_limit(recipe: Recipe, path: str, modality: str) -> int | None:
+    """Items of `modality` a prompt may hold: native vLLM's limit where vLLM has a native
+    model, else the recipe's (None: no limit)."""
+    if recipe.native_in_vllm:
+        return native_limit(recipe, path, modality)
+    return recipe.max_items
+
+
 def two_item_inputs(recipe: Recipe, path: str) -> tuple[str, str, list]:
-    """The recipe's prompt with two items (one where native vLLM takes only one)."""
+    """The recipe's prompt with two items (one where only one is taken)."""
     modality = recipe.modalities[0]
-    limit = native_limit(recipe, path, modality)
+    limit = item_limit(recipe, path, modality)
     count = ITEMS_PER_PROMPT if limit is None else min(ITEMS_PER_PROMPT, limit)
     return modality, recipe.render_prompt(modality, count), make_items(modality, count)
 
@@ -34,7 +42,7 @@ def nested_inputs(recipe: Recipe, path: str) -> tuple[str, str, list] | None:
     encoded with its neighbour's sizes (`image_sizes`, a mask) makes the tower raise; here the
     neighbour's sizes fit inside the item, so the same mix-up yields embeddings to compare."""
     modality = recipe.modalities[0]
-    limit = native_limit(recipe, path, modality)
+    limit = item_limit(recipe, path, modality)
     if limit is not None and limit < 2:
         return None
     if modality == "image":

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.checks.contract import NotApplicable
 from conformance.subjects import vllm
 from conformance.subjects.vllm import BACKEND, MAX_ITEMS, NATIVE
 from fixtures.recipe import Recipe
@@ -203,11 +202,6 @@ def llm(recipe: Recipe, path: str, impl: str, device: str = "cpu",
     """The engine (`LLM`), for decoding; the device is the platform's."""
     return CACHE.get(cache_key("llm", path, impl, device, dtype),
                      lambda: vllm.engine(path, impl, limits_for(recipe), dtype=dtype))
-
-
-def require_native(recipe: Recipe) -> None:
-    if not recipe.native_in_vllm:
-        raise NotApplicable(f"vLLM has no native {recipe.architecture} to compare with")
 
 
 def native_config(recipe: Recipe, path: str) -> Any:

@@ -1,11 +1,14 @@
 """mrope: M-RoPE positions and decode delta of the backend model (and of impl on the HF model)
-equal the native model's, on prompts with several images in varied places."""
+equal native vLLM's and those the HF model's forward computes, on prompts with several images
+in varied places."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from conformance.checks.contract import (
+    MODEL_REFERENCES,
     PROBLEMS,
     Check,
     MediaHook,
@@ -13,19 +16,32 @@ from conformance.checks.contract import (
     Proof,
     returning_outcome,
 )
-from conformance.checks.model.inputs import error_text, items_in_prompt_order, process, summary
+from conformance.checks.model import hf_reference
+from conformance.checks.model.inputs import (
+    error_text,
+    item_limit,
+    items_in_prompt_order,
+    process,
+    summary,
+)
 from conformance.checks.model.loading import (
     BACKEND,
     NATIVE,
     hf_model,
     native_config,
-    native_limit,
-    require_native,
     vllm_model,
+)
+from conformance.checks.model.references import (
+    HF_PREFIX,
+    HF_REF,
+    NATIVE_REF,
+    references_of,
+    run_references,
+    three_way,
 )
 from fixtures.recipe import Recipe
 
-SUBJECTS = ("backend", "impl")  # compared against native vLLM
+SUBJECTS = ("backend", "impl")  # compared against the references
 
 MROPE_IMAGE_SIZES = ((28, 84), (84, 28), (56, 56), (28, 56))  # (h, w): distinct grids
 
@@ -72,60 +88,103 @@ def impl_mrope(model: Any, out: Any) -> tuple[Any, int]:
                                             impl.mrope.features_of(processed))
 
 
-def compare_positions(expected: tuple[Any, int], actual: tuple[Any, int]) -> tuple[str | None,
-                                                                                    dict]:
+def compare_positions(expected: tuple[Any, int], actual: tuple[Any, int],
+                      ref: str = "native") -> tuple[str | None, dict]:
+    """The first difference of positions, then of the delta; `ref` names the reference."""
     (want, want_delta), (got, got_delta) = expected, actual
     if tuple(want.shape) != tuple(got.shape):
-        return (f"positions shape {tuple(got.shape)} vs native {tuple(want.shape)}",
-                {"shape": list(got.shape), "native_shape": list(want.shape)})
+        return (f"positions shape {tuple(got.shape)} vs {ref} {tuple(want.shape)}",
+                {"shape": list(got.shape), f"{ref}_shape": list(want.shape)})
     wrong = (want != got).any(dim=0).nonzero().flatten().tolist()
     row = {"mismatched_positions": len(wrong),
            "max_abs": int((want - got).abs().max()) if want.numel() else 0,
-           "delta": int(got_delta), "native_delta": int(want_delta)}
+           "delta": int(got_delta), f"{ref}_delta": int(want_delta)}
     if wrong:
         at = wrong[0]
         return (f"{len(wrong)} position(s) differ, first at token {at}: "
-                f"{got[:, at].tolist()} vs native {want[:, at].tolist()}"), row
+                f"{got[:, at].tolist()} vs {ref} {want[:, at].tolist()}"), row
     if int(got_delta) != int(want_delta):
-        return f"delta {got_delta} vs native {want_delta}", row
+        return f"delta {got_delta} vs {ref} {want_delta}", row
     return None, row
 
 
 def check_mrope(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str = "float32",
-                subject_media: MediaHook | None = None) -> tuple[str | None, dict]:
+                subject_media: MediaHook | None = None,
+                references: Sequence[str] | None = None) -> tuple[str | None, dict]:
     """Positions and delta from the backend's `get_mrope_input_positions` (and impl's
-    `get_rope_index` driver on the HF model, fed the backend's processed prompt) equal the
-    native model's, prompt by prompt; each model gets its own processor's output."""
-    require_native(recipe)
-    if not native_config(recipe, path).uses_mrope:
+    `get_rope_index` driver on the HF model, fed the backend's processed prompt) against every
+    reference, prompt by prompt: native vLLM's model (where vLLM has one) and the positions
+    the HF model's own forward hands its language model; each gets its own processor's
+    output."""
+    refs = references_of(recipe, references)
+    if not uses_mrope(recipe, path):
         raise NotApplicable(f"{recipe.architecture} does not use M-RoPE")
     if "image" not in recipe.modalities:
         raise NotApplicable(f"{recipe.name} exercises no images")
-    native = vllm_model(recipe, path, NATIVE, device, dtype)
     problems: list[str] = []
     data: dict[str, Any] = {"prompts": []}
-    limit = native_limit(recipe, path, "image")
+    limit = item_limit(recipe, path, "image")
     for description, prompt, count in mrope_prompts(recipe):
         if limit is not None and count > limit:
             continue
-        images = mrope_images(count)
-        subject_images = subject_media(list(images)) if subject_media else images
-        native_out = process(native, prompt, "image", images)
-        expected = native.model.get_mrope_input_positions(
-            list(native_out["prompt_token_ids"]), feature_specs(native_out))
-        row: dict[str, Any] = {"prompt": description,
-                               "tokens": len(native_out["prompt_token_ids"])}
-        for subject in SUBJECTS:
-            try:
-                got = subject_mrope(subject, recipe, path, subject_images, prompt, device, dtype)
-                difference, row[subject] = compare_positions(expected, got)
-            except Exception as error:  # one subject's failure is evidence
-                difference, row[subject] = error_text(error), {"error": error_text(error)}
-            if difference:
-                problems.append(f"{subject} on {description!r}: {difference}")
+        row: dict[str, Any] = {"prompt": description}
+        problems += compare_prompt(recipe, path, refs, description, prompt, count, device,
+                                   dtype, subject_media, row)
         data["prompts"].append(row)
     data[PROBLEMS] = problems
     return summary(problems), data
+
+
+def compare_prompt(recipe: Recipe, path: str, refs: Sequence[str], description: str,
+                   prompt: str, count: int, device: str, dtype: str,
+                   subject_media: MediaHook | None, row: dict[str, Any]) -> list[str]:
+    """One prompt's problems for every subject, measurements in `row`."""
+    images = mrope_images(count)
+    subject_images = subject_media(list(images)) if subject_media else images
+    expected = run_references(refs, lambda ref: reference_mrope(
+        ref, recipe, path, images, prompt, device, dtype), row)
+    row["tokens"] = {ref: int(positions.shape[-1]) for ref, (positions, _) in expected.items()}
+
+    def differences(want: tuple[Any, int], have: tuple[Any, int], ref: str,
+                    name: str) -> list[str]:
+        difference, row[name if ref == NATIVE_REF else f"{name} vs {ref}"] = \
+            compare_positions(want, have, ref)
+        return [difference] if difference else []
+
+    problems: list[str] = []
+    for subject in SUBJECTS:
+        try:
+            got = subject_mrope(subject, recipe, path, subject_images, prompt, device, dtype)
+        except Exception as error:  # one subject's failure is evidence
+            row[subject] = {"error": error_text(error)}
+            problems.append(f"{subject} on {description!r}: {error_text(error)}")
+            continue
+        for found in three_way(subject, expected, got, differences, row):
+            text = f"{subject} on {description!r}: {found.removeprefix(HF_PREFIX)}"
+            problems.append(HF_PREFIX + text if found.startswith(HF_PREFIX) else text)
+    return problems
+
+
+def uses_mrope(recipe: Recipe, path: str) -> bool:
+    """Whether the model places tokens by M-RoPE: native vLLM's config says so where vLLM has
+    a model of its own; else vLLM's own test on the checkpoint's HF config (what the backend's
+    config would say, without loading its processor)."""
+    if recipe.native_in_vllm:
+        return bool(native_config(recipe, path).uses_mrope)
+    from transformers import AutoConfig
+    from vllm.transformers_utils.config import uses_mrope as config_uses_mrope
+
+    return config_uses_mrope(AutoConfig.from_pretrained(path))
+
+
+def reference_mrope(ref: str, recipe: Recipe, path: str, images: list, prompt: str,
+                    device: str, dtype: str) -> tuple[Any, int]:
+    if ref == HF_REF:
+        return hf_reference.mrope_positions(recipe, path, device, dtype, prompt, images)
+    native = vllm_model(recipe, path, NATIVE, device, dtype)
+    out = process(native, prompt, "image", images)
+    return native.model.get_mrope_input_positions(list(out["prompt_token_ids"]),
+                                                   feature_specs(out))
 
 
 def subject_mrope(subject: str, recipe: Recipe, path: str, images: list, prompt: str,
@@ -141,9 +200,10 @@ def subject_mrope(subject: str, recipe: Recipe, path: str, images: list, prompt:
 CHECK = Check(
     id="mrope",
     statement="M-RoPE positions and decode delta of the backend (and of impl's get_rope_index "
-              "driver) equal native vLLM's.",
+              "driver) equal each reference's.",
     hint="M-RoPE positions differ from native vLLM's: compare the backend's "
          "get_mrope_input_positions inputs (grid sizes per item, item order) with native's",
-    level="checkpoint", run=returning_outcome(check_mrope), needs_native=True, loads_model=True,
+    level="checkpoint", run=returning_outcome(check_mrope), loads_model=True,
+    compared_with=MODEL_REFERENCES,
     proof=Proof("swapped-items", "qwen2_5_vl", "position(s) differ"),
 )

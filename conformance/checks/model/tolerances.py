@@ -89,12 +89,12 @@ def exceeds(distance: Distance, tolerance: Tolerance) -> bool:
 
 
 def compare_items(modality: str, expected: Sequence[Any], actual: Sequence[Any],
-                  tolerance: Tolerance) -> tuple[list[str], list[dict]]:
-    """Per item: (problems naming the item, measured distances)."""
+                  tolerance: Tolerance, ref: str = "native") -> tuple[list[str], list[dict]]:
+    """Per item: (problems naming the item, measured distances); `ref` names the reference."""
     problems: list[str] = []
     rows: list[dict] = []
     if len(expected) != len(actual):
-        problems.append(f"native has {len(expected)} {modality} embeddings, this subject "
+        problems.append(f"{ref} has {len(expected)} {modality} embeddings, this subject "
                         f"{len(actual)}")
     for index, (want, got) in enumerate(zip(expected, actual, strict=False)):
         where = f"{modality} item {index}"
@@ -104,13 +104,13 @@ def compare_items(modality: str, expected: Sequence[Any], actual: Sequence[Any],
             if exceeds(distance, tolerance):
                 problems.append(f"{where}: {distance.describe()} (allowed {tolerance.describe()})")
             continue
-        row = {"item": index, "shape": list(got.shape), "native_shape": list(want.shape)}
-        problem = f"{where}: shape {tuple(got.shape)} vs native {tuple(want.shape)}"
+        row = {"item": index, "shape": list(got.shape), f"{ref}_shape": list(want.shape)}
+        problem = f"{where}: shape {tuple(got.shape)} vs {ref} {tuple(want.shape)}"
         if leading_columns(want, got):
             # e.g. Qwen3-VL: native appends deepstack features after the main embedding
             distance = measure(got, want[..., : got.shape[-1]], tolerance)
             row["leading_columns"] = distance.as_dict()
-            problem += f"; native's first {got.shape[-1]} columns: {distance.describe()}"
+            problem += f"; {ref}'s first {got.shape[-1]} columns: {distance.describe()}"
         rows.append(row)
         problems.append(problem)
     return problems, rows
