@@ -12,8 +12,10 @@ compare, e.g. the oracle itself failed).
 
 The checks whose failure is a processing difference of one prompt get one: `processing`,
 `prompt-ids`, `placeholders`, and `errors` for a prompt whose placeholders do not match its
-items. Other cells (impl's, cache, slicing, embed-count, the model checks) keep their evidence
-and case in results.json.
+items; and the decoding model checks, `model` and `generate`: the backend's greedy decoding
+against the HF model's and native vLLM's (`model_reproducer`, a module embedded from source).
+Other cells (impl's, cache, slicing, embed-count, encoder, mrope) keep their evidence and case
+in results.json.
 """
 
 from __future__ import annotations
@@ -87,20 +89,57 @@ def failing_variant(case: Case, recipe: Recipe, path: str, evidence: str) -> Cas
                 None)
 
 
+MODEL_CHECKS = ("model", "generate")
+
+
+def default_checkpoint(checkpoint: str) -> str | None:
+    """A hub id `check` was given becomes the script's default; a local path never does."""
+    from conformance.inputs.checkpoints import HUB_ID
+
+    return checkpoint if HUB_ID.match(checkpoint) and not Path(checkpoint).exists() else None
+
+
+def model_script(verdict: Verdict, recipe: Recipe, path: str, checkpoint: str) -> str:
+    """A `model` / `generate` cell's reproducer: the header of the failing cell's inputs, then
+    `model_reproducer`'s source as it is."""
+    import transformers
+    import vllm
+
+    from conformance.checks.model.generate import GENERATE_TOKENS, LOGPROB_ATOL
+    from conformance.checks.processing import items_per_prompt
+    from conformance.inputs.media import smoke_media
+    from conformance.results import model_reproducer
+
+    modality, count = recipe.modalities[0], items_per_prompt(recipe)
+    media = [(m.height, m.width, m.samples, m.seed) for m in smoke_media(modality, count)]
+    references = "the HF model" + (" and native vLLM" if recipe.native_in_vllm else "")
+    return MODEL_TEMPLATE.format(
+        check=verdict.check, vllm=vllm.__version__, transformers=transformers.__version__,
+        references=references, observed=wrap(verdict.detail), make_media=inspect.getsource(
+            make_media).strip(), body=inspect.getsource(model_reproducer).strip(),
+        checkpoint=default_checkpoint(checkpoint), prompt=recipe.render_prompt(modality, count),
+        modality=modality, media=media, sampling_rate=SAMPLING_RATE,
+        tokens=1 if verdict.check == "model" else GENERATE_TOKENS,
+        native=recipe.native_in_vllm, formats=checkpoint_formats(path),
+        atol=LOGPROB_ATOL["float32"])
+
+
 def write_standalone(out_dir: Path, verdict: Verdict, recipe: Recipe, path: str,
                      checkpoint: str) -> Path | None:
     """Write the cell's standalone reproducer (None where its check has none). `checkpoint` is
     what `check` was given: a hub id becomes the script's default, a local path never does."""
-    request = request_for(verdict, recipe, path)
-    if request is None:
-        return None
-    from conformance.checks import get_check
-    from conformance.inputs.checkpoints import HUB_ID
+    if verdict.check in MODEL_CHECKS and verdict.subject == SUBJECT and \
+            verdict.status not in ("pass", "n/a"):
+        source = model_script(verdict, recipe, path, checkpoint)
+    else:
+        request = request_for(verdict, recipe, path)
+        if request is None:
+            return None
+        from conformance.checks import get_check
 
-    source = script(request, verdict, statement=get_check(verdict.check).statement,
-                    checkpoint=checkpoint if HUB_ID.match(checkpoint) and not Path(
-                        checkpoint).exists() else None,
-                    formats=checkpoint_formats(path))
+        source = script(request, verdict, statement=get_check(verdict.check).statement,
+                        checkpoint=default_checkpoint(checkpoint),
+                        formats=checkpoint_formats(path))
     digest = hashlib.sha256(source.encode()).hexdigest()[:8]
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{recipe.name}-{verdict.check}-{digest}.py"
@@ -352,4 +391,35 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
+'''
+
+
+MODEL_TEMPLATE = '''#!/usr/bin/env python3
+r"""`{check}`: vLLM {vllm}'s Transformers backend (model_impl="transformers") decodes greedily as
+{references} do, in float32 (every top logprob within fp32 noise).
+transformers: {transformers} (where it was recorded)
+observed:   {observed}
+Usage: python this_script.py CHECKPOINT   (a local checkpoint folder or a hub id)
+Needs vllm, transformers and torch only. Exit status 1: it reproduces; 0: it does not;
+2: it cannot tell (no checkpoint given, or a reference fails).
+"""
+import sys
+
+{make_media}
+
+
+{body}
+
+
+CHECKPOINT = sys.argv[1] if len(sys.argv) > 1 else {checkpoint!r}
+PROMPT = {prompt!r}
+MODALITY = {modality!r}
+SAMPLING_RATE = {sampling_rate!r}
+MEDIA = {media!r}  # (height, width, audio samples, seed) per item
+made = [make_media(MODALITY, h, w, n, seed) for h, w, n, seed in MEDIA]
+ITEMS = [(wave, SAMPLING_RATE) for wave in made] if MODALITY == "audio" else made
+
+if __name__ == "__main__":
+    sys.exit(main(CHECKPOINT, PROMPT, MODALITY, ITEMS, tokens={tokens!r}, native={native!r},
+                  formats={formats!r}, atol={atol!r}))
 '''

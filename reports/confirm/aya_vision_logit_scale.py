@@ -39,7 +39,7 @@ with torch.inference_mode():
 
 def top5(values):
     top = torch.log_softmax(values, -1).topk(5)
-    return {int(t): round(float(v), 6) for t, v in zip(top.indices, top.values)}
+    return {int(t): round(float(v), 6) for t, v in zip(top.indices, top.values, strict=True)}
 
 
 hf, hf_scaled = top5(logits), top5(logits * scale)
@@ -61,7 +61,10 @@ sys.exit(1 if worst > 1e-4 else 0)
 # Measured 2026-12-03, vLLM 0.31.0 (.venv), transformers 5.17.0, on this project's tiny
 # aya_vision fixture built for 5.17.0 (Cohere2 text config, logit_scale 0.0625):
 #   text_config.logit_scale = 0.0625
-#   HF model             top-5 logprobs {331: -4.807105, 218: -5.418959, 202: -5.430223, 327: -5.444933, 138: -5.520258}
-#   HF logits * scale    top-5 logprobs {331: -5.761521, 218: -5.799762, 202: -5.800466, 327: -5.801385, 138: -5.806093}
-#   vLLM backend         top-5 logprobs {331: -5.761521, 218: -5.799762, 202: -5.800466, 327: -5.801385, 138: -5.806093}
+#   HF model             top-5 logprobs {331: -4.807105, 218: -5.418959, 202: -5.430223, 327:
+#     -5.444933, 138: -5.520258}
+#   HF logits * scale    top-5 logprobs {331: -5.761521, 218: -5.799762, 202: -5.800466, 327:
+#     -5.801385, 138: -5.806093}
+#   vLLM backend         top-5 logprobs {331: -5.761521, 218: -5.799762, 202: -5.800466, 327:
+#     -5.801385, 138: -5.806093}
 #   largest difference vs the HF model 9.544e-01; vs the HF logits * scale 0.000e+00   (exit 1)

@@ -36,7 +36,7 @@ print(f"HF processor outputs: {sorted(inputs)}; image tokens marked in token_typ
 
 def top5(logits):
     top = torch.log_softmax(logits[0, -1].float(), -1).topk(5)
-    return {int(t): round(float(v), 6) for t, v in zip(top.indices, top.values)}
+    return {int(t): round(float(v), 6) for t, v in zip(top.indices, top.values, strict=True)}
 
 
 with torch.inference_mode():
@@ -74,9 +74,15 @@ sys.exit(1 if gap(hf, native) > 1e-4 else 0)
 
 # Measured 2026-12-03, vLLM 0.31.0 (.venv), transformers 5.17.0, on this project's tiny gemma3
 # fixture built for 5.17.0 (this prompt's ids agree between the two vLLM implementations):
-#   HF processor outputs: ['attention_mask', 'input_ids', 'pixel_values', 'token_type_ids']; image tokens marked in token_type_ids: 4
-#   HF model, token_type_ids     {142: -5.413596, 231: -5.453829, 275: -5.51223, 166: -5.523374, 113: -5.538167}  (29 prompt tokens)
-#   HF model, no token_type_ids  {142: -5.412193, 231: -5.45159, 275: -5.512205, 166: -5.522135, 113: -5.539156}
-#   native vLLM                  {142: -5.412193, 231: -5.45159, 275: -5.512205, 166: -5.522135, 113: -5.539156}  (29 prompt tokens)
-#   vLLM Transformers backend    {142: -5.412193, 231: -5.45159, 275: -5.512205, 166: -5.522135, 113: -5.539156}  (29 prompt tokens)
-#   native vs HF 2.239e-03; native vs HF without token_type_ids 0.000e+00; backend vs HF 2.239e-03; backend vs HF without token_type_ids 0.000e+00   (exit 1)
+#   HF processor outputs: ['attention_mask', 'input_ids', 'pixel_values', 'token_type_ids']; image
+#     tokens marked in token_type_ids: 4
+#   HF model, token_type_ids     {142: -5.413596, 231: -5.453829, 275: -5.51223, 166: -5.523374,
+#     113: -5.538167}  (29 prompt tokens)
+#   HF model, no token_type_ids  {142: -5.412193, 231: -5.45159, 275: -5.512205, 166: -5.522135,
+#     113: -5.539156}
+#   native vLLM                  {142: -5.412193, 231: -5.45159, 275: -5.512205, 166: -5.522135,
+#     113: -5.539156}  (29 prompt tokens)
+#   vLLM Transformers backend    {142: -5.412193, 231: -5.45159, 275: -5.512205, 166: -5.522135,
+#     113: -5.539156}  (29 prompt tokens)
+#   native vs HF 2.239e-03; native vs HF without token_type_ids 0.000e+00; backend vs HF
+#     2.239e-03; backend vs HF without token_type_ids 0.000e+00   (exit 1)
