@@ -1,6 +1,6 @@
 """`conformance check`: every applicable check on one checkpoint a contributor brings.
 
-The checkpoint-level checks (processing and, where vLLM has a native model, the model checks)
+The checkpoint-level checks (processing and the model checks, against the HF model and native vLLM)
 run once on fixed inputs; the case-level checks run their hypothesis suites for each subject.
 Every cell goes through the one runner and the one judge, so a failure a known finding explains
 is `xfail` with that finding's id: a known backend limitation, not the contributor's problem.
@@ -113,7 +113,8 @@ def print_header(ref: str, path: Path, recipe, note: str | None, version: str, d
     from conformance.subjects import vllm
     from fixtures.registry import RECIPE_MODULES
 
-    oracle = "native vLLM" if recipe.native_in_vllm else "HF (no native vLLM model)"
+    oracle = ("native vLLM, the HF processor and the HF model" if recipe.native_in_vllm
+              else "the HF processor and the HF model (no native vLLM model)")
     findings = (f"those of fixture {recipe.name} (same architecture)"
                 if recipe.name in RECIPE_MODULES else "vLLM-wide ones only")
     length = "not derivable"
