@@ -233,3 +233,34 @@ def test_logprobs_rule_rejects_a_token_outside_the_other_top_k() -> None:
     difference, data = mc.logprobs_difference(native, backend)
     assert difference is not None and difference.startswith("step 1: native token 6")
     assert data["max_logprob_diff"] == pytest.approx(0.2)
+
+
+# --- the standalone reproducer of the decoding checks ------------------------------------------
+
+
+@pytest.mark.parametrize("fixture, status, said", [
+    ("aya_vision", 1, "backend vs the HF model: FAILS: step 0: logprob of token"),
+    ("llava", 0, "backend vs native vLLM: agrees"),
+])
+def test_the_generate_reproducer_runs_alone_and_compares_with_every_reference(
+        fixture, status, said, tmp_path):
+    import subprocess
+    import sys
+
+    from conformance.results.standalone import write_standalone
+    from conformance.results.verdict import Verdict
+
+    path = checkpoint(fixture)
+    cell = Verdict(fixture, transformers.__version__, "generate", "xfail", detail="observed",
+                   subject="vllm-backend")
+    script = write_standalone(tmp_path / "repro", cell, get_recipe(fixture), path, path)
+    assert script is not None and path not in script.read_text()  # no machine path in it
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    copy = alone / "reproduce.py"
+    copy.write_text(script.read_text())
+    run = subprocess.run([sys.executable, str(copy), path], capture_output=True, text=True,
+                         cwd=alone, timeout=600)
+    assert run.returncode == status, run.stdout + run.stderr[-2000:]
+    assert said in run.stdout
+    assert "backend vs the HF model:" in run.stdout

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 TOP_LOGPROBS = 5
+KV_CACHE_BYTES = 256 * 1024 * 1024
 
 
 def hf_media(modality: str, items: list) -> dict[str, Any]:
@@ -60,9 +61,12 @@ def vllm_decode(checkpoint: str, impl: str, prompt: str, modality: str, items: l
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     import vllm
 
+    # one sequence and a small KV cache: a tiny or small model runs beside other processes
     llm = vllm.LLM(model=checkpoint, model_impl=impl, dtype="float32", max_model_len=1024,
+                   max_num_seqs=1, max_num_batched_tokens=1024,
+                   kv_cache_memory_bytes=KV_CACHE_BYTES,
                    limit_mm_per_prompt={modality: max(1, len(items))}, enforce_eager=True,
-                   **options)
+                   mm_processor_cache_gb=0, seed=0, **options)
     params = vllm.SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=TOP_LOGPROBS)
     (result,) = llm.generate({"prompt": prompt, "multi_modal_data": {modality: items}}, params,
                              use_tqdm=False)

@@ -116,7 +116,10 @@ def model_script(verdict: Verdict, recipe: Recipe, path: str, checkpoint: str) -
     return MODEL_TEMPLATE.format(
         check=verdict.check, vllm=vllm.__version__, transformers=transformers.__version__,
         references=references, observed=wrap(verdict.detail), make_media=inspect.getsource(
-            make_media).strip(), body=inspect.getsource(model_reproducer).strip(),
+            make_media).strip(),
+        # the script's header holds the __future__ import, which only the top may
+        body=inspect.getsource(model_reproducer).replace(
+            "from __future__ import annotations\n", "").strip(),
         checkpoint=default_checkpoint(checkpoint), prompt=recipe.render_prompt(modality, count),
         modality=modality, media=media, sampling_rate=SAMPLING_RATE,
         tokens=1 if verdict.check == "model" else GENERATE_TOKENS,
@@ -403,6 +406,8 @@ Usage: python this_script.py CHECKPOINT   (a local checkpoint folder or a hub id
 Needs vllm, transformers and torch only. Exit status 1: it reproduces; 0: it does not;
 2: it cannot tell (no checkpoint given, or a reference fails).
 """
+from __future__ import annotations
+
 import sys
 
 {make_media}
