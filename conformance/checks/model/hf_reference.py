@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from conformance.checks.model.generate import GENERATE_TOKENS, TOP_LOGPROBS, Decoded
-from conformance.checks.model.loading import CACHE, cache_key, hf_init_context
+from conformance.checks.model.loading import CACHE, build_hf_model, cache_key
 from conformance.inputs.media import mm_data
 from conformance.subjects.hf import embed_token_id
 from fixtures.recipe import Recipe
@@ -34,19 +34,9 @@ def generation_model(recipe: Recipe, path: str, device: str, dtype: str) -> Any:
     """The checkpoint's own HF class (`recipe.architecture`), as transformers serves it."""
 
     def build() -> Any:
-        import torch
         import transformers
-        from transformers.utils import logging as hf_logging
 
-        cls = getattr(transformers, recipe.architecture)
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()
-        try:
-            with hf_init_context(path):
-                model = cls.from_pretrained(path, dtype=getattr(torch, dtype))
-        finally:
-            hf_logging.set_verbosity(verbosity)
-        return model.to(device).eval()
+        return build_hf_model(path, device, dtype, getattr(transformers, recipe.architecture))
 
     return CACHE.get(cache_key(HF_REFERENCE, path, recipe.architecture, device, dtype), build)
 

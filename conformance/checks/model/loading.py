@@ -152,8 +152,10 @@ def vllm_model(recipe: Recipe, path: str, impl: str, device: str = "cpu",
     return CACHE.get(key, lambda: build_vllm_model(path, impl, limits_for(recipe), device, dtype))
 
 
-def build_hf_model(path: str, device: str, dtype: str) -> Any:
-    """The base model (`AutoModel`), which is what the backend wraps and calls into."""
+def build_hf_model(path: str, device: str, dtype: str, cls: Any = None) -> Any:
+    """The HF model of checkpoint `path`: by default the base model (`AutoModel`), which is
+    what the backend wraps and calls into; `cls`: another class (the HF reference's, with
+    its head)."""
     import torch
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
@@ -162,7 +164,7 @@ def build_hf_model(path: str, device: str, dtype: str) -> Any:
     hf_logging.set_verbosity_error()  # the load report lists the unused lm_head
     try:
         with hf_init_context(path):
-            model = AutoModel.from_pretrained(path, dtype=getattr(torch, dtype))
+            model = (cls or AutoModel).from_pretrained(path, dtype=getattr(torch, dtype))
     finally:
         hf_logging.set_verbosity(verbosity)
     return model.to(device).eval()
