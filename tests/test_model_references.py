@@ -103,3 +103,47 @@ def test_a_small_logprob_drift_fails_the_fp32_bound_without_a_scale():
     assert difference == ("step 0: logprob of token 3 hf -1.000000 vs backend -0.999700 "
                           "(off by 3.00e-04, fp32 bound 0.0001)")
     assert data["hf_tokens"] == [3] and data["max_logprob_diff"] == pytest.approx(3e-4)
+
+
+def test_several_prompts_relations_merge_so_any_difference_shows():
+    from conformance.checks.model.references import merged_relations
+
+    rows = [{"references": {"backend vs hf": "agrees", "native vs hf": "agree"}},
+            {"references": {"backend vs hf": "differs", "native vs hf": "differ",
+                            "native vs hf, first": "one"}},
+            {"references": {"backend vs hf": "agrees", "native vs hf": "differ",
+                            "native vs hf, first": "two"}},
+            {}]
+    assert merged_relations(rows) == {"backend vs hf": "differs", "native vs hf": "differ",
+                                      "native vs hf, first": "one"}
+
+
+@pytest.mark.parametrize("refs, word", [
+    ({"backend vs native": "agrees", "backend vs hf": "agrees", "native vs hf": "agree"},
+     "agree"),
+    ({"backend vs hf": "agrees"}, "hf agrees"),
+    ({"backend vs hf": "differs"}, "hf differs"),
+    ({"backend vs native": "differs", "backend vs hf": "differs", "native vs hf": "agree"},
+     "backend off"),
+    ({"backend vs native": "differs", "backend vs hf": "differs", "native vs hf": "differ"},
+     "all differ"),
+    ({"backend vs native": "differs", "backend vs hf": "agrees", "native vs hf": "differ"},
+     "native off"),
+    ({"backend vs native": "agrees", "backend vs hf": "differs", "native vs hf": "differ"},
+     "hf off"),
+    ({"hf": "error: OSError: x", "backend vs native": "agrees"}, "native agrees"),
+    ({"impl vs hf": "agrees"}, None),
+])
+def test_a_cell_says_in_a_word_which_references_agree(refs, word):
+    from conformance.results.agreement import RELATIONS, markdown_section, relation
+    from conformance.results.verdict import Verdict
+
+    cell = Verdict("gemma3", "5.17.0", "generate", "pass", subject="vllm-backend",
+                   data={REFERENCES: refs})
+    assert relation(cell) == word
+    assert word is None or word in RELATIONS
+    impl = Verdict("gemma3", "5.17.0", "generate", "pass", subject="impl",
+                   data={REFERENCES: refs})
+    assert relation(impl) is None  # the views speak of the backend
+    section = "\n".join(markdown_section([cell, impl]))
+    assert (f"| gemma3 | generate | {word} |" in section) == (word is not None)

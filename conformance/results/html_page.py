@@ -87,6 +87,7 @@ def html_report(verdicts: list[Verdict], meta: dict | None = None) -> str:
     parts += _known(verdicts)
     parts += _check_tables(verdicts, meta.get("checks"))
     parts += _matrix(verdicts)
+    parts += _agreement(verdicts)
     parts += _cells(verdicts)
     parts += _evidence(verdicts)
     parts.append("</body></html>")
@@ -197,6 +198,28 @@ def _matrix(verdicts: list[Verdict]) -> list[str]:
             row.append(f"<td class='{esc(worst(statuses))}' data-cell='{esc(fixture)}|"
                        f"{esc(version)}'>{esc(counts_text(statuses))}</td>")
         parts.append("<tr>" + "".join(row) + "</tr>")
+    return parts + ["</table>"]
+
+
+def _agreement(verdicts: list[Verdict]) -> list[str]:
+    """Per model-level cell of the backend, which references agree (`results.agreement`)."""
+    from conformance.results.agreement import RELATIONS, relations, summary_line, table_rows
+
+    found = relations(verdicts)
+    if not found:
+        return []
+    columns, rows = table_rows(verdicts)
+    legend_items = "".join(f"<li><b>{esc(w)}</b>: {esc(t)}</li>" for w, t in RELATIONS.items())
+    parts = ["<h2 id='references'>Which references agree</h2>",
+             f"<p>Model-level cells of the backend: {esc(summary_line(found))}.</p>",
+             f"<details><summary>legend</summary><ul>{legend_items}</ul></details>",
+             "<table id='agreement'><tr><th class='nosort'>architecture</th>"
+             "<th class='nosort'>check</th>"
+             + "".join(f"<th class='nosort'>{esc(c)}</th>" for c in columns) + "</tr>"]
+    for fixture, check, words in rows:
+        parts.append(f"<tr><td>{esc(fixture)}</td><td>{esc(check)}</td>" + "".join(
+            f"<td data-relation='{esc(w)}' title='{esc(RELATIONS.get(w, ''))}'>{esc(w)}</td>"
+            for w in words) + "</tr>")
     return parts + ["</table>"]
 
 

@@ -1,11 +1,13 @@
 """report.md (also the GitHub step summary): the architecture x version matrix, the known
-findings with the cells each covers, and the details of every cell that is not a plain pass."""
+findings with the cells each covers, which references the model checks' cells agree with, and
+the details of every cell that is not a plain pass."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from conformance.expectations.document import inline_markdown
+from conformance.results.agreement import markdown_section as agreement_section
 from conformance.results.cells import (
     anchor,
     by_fixture_version,
@@ -36,6 +38,7 @@ def markdown(verdicts: list[Verdict], meta: dict | None = None) -> str:
         lines += [f"Run time {meta['seconds']:.0f} s on {len(verdicts)} cells.", ""]
     lines += markdown_sections(verdicts)  # a run over several vLLMs: what moved between them
     lines += _known_findings(verdicts)
+    lines += agreement_section(verdicts)
     lines += _details(verdicts)
     return "\n".join(lines) + "\n"
 

@@ -12,10 +12,10 @@ compare, e.g. the oracle itself failed).
 
 The checks whose failure is a processing difference of one prompt get one: `processing`,
 `prompt-ids`, `placeholders`, and `errors` for a prompt whose placeholders do not match its
-items; and the decoding model checks, `model` and `generate`: the backend's greedy decoding
-against the HF model's and native vLLM's (`model_reproducer`, a module embedded from source).
-Other cells (impl's, cache, slicing, embed-count, encoder, mrope) keep their evidence and case
-in results.json.
+items; and the model checks (`model`, `generate`, `encoder`, `mrope`): the backend as vLLM
+serves the prompt against the HF model and native vLLM (`checks.model.reproducer`, a module
+embedded from source). Other cells (impl's, cache, slicing, embed-count) keep their evidence
+and case in results.json.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from conformance.inputs.media import (
     VIDEO_FPS,
     Media,
     make_media,
+    smoke_media,
     video_metadata,
 )
 from conformance.results.verdict import Verdict
@@ -89,7 +90,38 @@ def failing_variant(case: Case, recipe: Recipe, path: str, evidence: str) -> Cas
                 None)
 
 
-MODEL_CHECKS = ("model", "generate")
+MODEL_CHECKS = ("model", "generate", "encoder", "mrope")
+# What each model check's reproducer claims of the backend, after "vLLM's Transformers backend"
+CLAIMS = {
+    "model": "decodes greedily as {references} do, in float32 (every top logprob within "
+             "fp32 noise)",
+    "generate": "decodes greedily as {references} do, in float32 (every top logprob within "
+                "fp32 noise)",
+    "encoder": "embeds each item as {references} do, in float32 (allclose)",
+    "mrope": "places the prompt's tokens (M-RoPE positions and decode delta) as {references} do",
+}
+
+
+def model_inputs(verdict: Verdict, recipe: Recipe, path: str) -> tuple[str, str,
+                                                                        tuple[Media, ...]]:
+    """(prompt, modality, items) the failing model cell fed: the prompt its evidence names
+    (mrope's prompts, encoder's nested items), else the recipe's two-item prompt."""
+    from conformance.checks.model.encoder import NESTED
+    from conformance.checks.model.inputs import nested_media, two_item_inputs
+    from conformance.checks.model.mrope import mrope_media, mrope_prompts
+
+    if verdict.check == "mrope":
+        prompts = mrope_prompts(recipe)
+        _, prompt, count = next((p for p in prompts if repr(p[0]) in verdict.detail),
+                                prompts[0])
+        return prompt, "image", mrope_media(count)
+    if verdict.check == "encoder" and f"'{NESTED}'" in verdict.detail:
+        media = nested_media(recipe, path)
+        if media is not None:
+            return recipe.render_prompt(media[0].modality, len(media)), media[0].modality, \
+                media
+    modality, prompt, items = two_item_inputs(recipe, path)
+    return prompt, modality, smoke_media(modality, len(items))
 
 
 def default_checkpoint(checkpoint: str) -> str | None:
@@ -100,31 +132,37 @@ def default_checkpoint(checkpoint: str) -> str | None:
 
 
 def model_script(verdict: Verdict, recipe: Recipe, path: str, checkpoint: str) -> str:
-    """A `model` / `generate` cell's reproducer: the header of the failing cell's inputs, then
-    `model_reproducer`'s source as it is."""
+    """A model cell's reproducer: the header of the failing cell's inputs, then
+    `checks.model.reproducer`'s source as it is."""
     import transformers
     import vllm
+    from transformers import AutoConfig
 
+    from conformance.checks.model import reproducer
     from conformance.checks.model.generate import GENERATE_TOKENS, LOGPROB_ATOL
-    from conformance.checks.processing import items_per_prompt
-    from conformance.inputs.media import smoke_media
-    from conformance.results import model_reproducer
+    from conformance.checks.model.tolerances import tolerance_for
+    from conformance.subjects.hf import embed_token_id
 
-    modality, count = recipe.modalities[0], items_per_prompt(recipe)
-    media = [(m.height, m.width, m.samples, m.seed) for m in smoke_media(modality, count)]
+    prompt, modality, media = model_inputs(verdict, recipe, path)
     references = "the HF model" + (" and native vLLM" if recipe.native_in_vllm else "")
+    options: dict[str, Any] = {"tokens": GENERATE_TOKENS if verdict.check == "generate" else 1,
+                               "atol": LOGPROB_ATOL["float32"]}
+    if verdict.check == "encoder":
+        tolerance = tolerance_for("float32")
+        options = {"atol": tolerance.atol, "rtol": tolerance.rtol,
+                   "prompt_of_one": recipe.render_prompt(modality, 1),
+                   "token": embed_token_id(AutoConfig.from_pretrained(path), modality)}
     return MODEL_TEMPLATE.format(
-        check=verdict.check, vllm=vllm.__version__, transformers=transformers.__version__,
-        references=references, observed=wrap(verdict.detail), make_media=inspect.getsource(
-            make_media).strip(),
+        check=verdict.check, claim=CLAIMS[verdict.check].format(references=references),
+        vllm=vllm.__version__, transformers=transformers.__version__,
+        observed=wrap(verdict.detail), make_media=inspect.getsource(make_media).strip(),
         # the script's header holds the __future__ import, which only the top may
-        body=inspect.getsource(model_reproducer).replace(
+        body=inspect.getsource(reproducer).replace(
             "from __future__ import annotations\n", "").strip(),
-        checkpoint=default_checkpoint(checkpoint), prompt=recipe.render_prompt(modality, count),
-        modality=modality, media=media, sampling_rate=SAMPLING_RATE,
-        tokens=1 if verdict.check == "model" else GENERATE_TOKENS,
-        native=recipe.native_in_vllm, formats=checkpoint_formats(path),
-        atol=LOGPROB_ATOL["float32"])
+        checkpoint=default_checkpoint(checkpoint), prompt=prompt, modality=modality,
+        media=[(m.height, m.width, m.samples, m.seed) for m in media],
+        sampling_rate=SAMPLING_RATE, native=recipe.native_in_vllm,
+        formats=checkpoint_formats(path), options=options)
 
 
 def write_standalone(out_dir: Path, verdict: Verdict, recipe: Recipe, path: str,
@@ -398,8 +436,7 @@ if __name__ == "__main__":
 
 
 MODEL_TEMPLATE = '''#!/usr/bin/env python3
-r"""`{check}`: vLLM {vllm}'s Transformers backend (model_impl="transformers") decodes greedily as
-{references} do, in float32 (every top logprob within fp32 noise).
+r"""`{check}`: vLLM {vllm}'s Transformers backend (model_impl="transformers") {claim}.
 transformers: {transformers} (where it was recorded)
 observed:   {observed}
 Usage: python this_script.py CHECKPOINT   (a local checkpoint folder or a hub id)
@@ -425,6 +462,6 @@ made = [make_media(MODALITY, h, w, n, seed) for h, w, n, seed in MEDIA]
 ITEMS = [(wave, SAMPLING_RATE) for wave in made] if MODALITY == "audio" else made
 
 if __name__ == "__main__":
-    sys.exit(main(CHECKPOINT, PROMPT, MODALITY, ITEMS, tokens={tokens!r}, native={native!r},
-                  formats={formats!r}, atol={atol!r}))
+    sys.exit(main(CHECKPOINT, {check!r}, PROMPT, MODALITY, ITEMS, native={native!r},
+                  formats={formats!r}, **{options!r}))
 '''

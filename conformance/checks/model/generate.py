@@ -33,11 +33,11 @@ from conformance.checks.model.references import (
     run_references,
     three_way,
 )
+from conformance.checks.model.reproducer import TOP_LOGPROBS
 from conformance.inputs.media import mm_data
 from fixtures.recipe import Recipe
 
 GENERATE_TOKENS = 4
-TOP_LOGPROBS = 5
 # fp32 on CPU: the largest logprob difference measured between native vLLM and the backend on
 # the fixtures whose prompts and items agree is 4.8e-7 (qwen2_vl, qwen2_5_vl; the rest 0.0): a
 # bound 200x that is fp32 noise with room, and far below a missing input (qwen3_vl's DeepStack

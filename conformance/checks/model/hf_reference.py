@@ -21,8 +21,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from conformance.checks.model.generate import GENERATE_TOKENS, TOP_LOGPROBS, Decoded
+from conformance.checks.model.generate import GENERATE_TOKENS, Decoded
 from conformance.checks.model.loading import CACHE, build_hf_model, cache_key
+from conformance.checks.model.reproducer import greedy_steps
 from conformance.inputs.media import mm_data
 from conformance.subjects.hf import embed_token_id
 from fixtures.recipe import Recipe
@@ -157,22 +158,7 @@ def decode(recipe: Recipe, path: str, device: str, dtype: str, prompt: str, moda
            items: list, tokens: int = GENERATE_TOKENS, without: tuple[str, ...] = ()) -> Decoded:
     """Greedy decoding by the HF model, with each step's top logprobs of its raw logits
     (`without`: processor outputs left out)."""
-    import torch
-
     model = eager(generation_model(recipe, path, device, dtype))
     inputs = hf_inputs(path, prompt, modality, items, device, dtype, without)
-    eos = model.generation_config.eos_token_id
-    with torch.inference_mode():
-        out = model.generate(**inputs, max_new_tokens=tokens, do_sample=False,
-                             output_logits=True, return_dict_in_generate=True,
-                             pad_token_id=eos if isinstance(eos, int) else (eos or [0])[0])
-    prompt_ids = inputs["input_ids"][0].tolist()
-    chosen = out.sequences[0, len(prompt_ids):].tolist()
-    steps = []
-    for step, logits in enumerate(out.logits[:len(chosen)]):
-        logprobs = torch.log_softmax(logits[0].float(), dim=-1)
-        top = logprobs.topk(TOP_LOGPROBS)
-        row = {int(t): float(v) for t, v in zip(top.indices, top.values, strict=True)}
-        row.setdefault(chosen[step], float(logprobs[chosen[step]]))
-        steps.append(row)
+    prompt_ids, chosen, steps = greedy_steps(model, inputs, tokens)
     return Decoded(tuple(prompt_ids), tuple(chosen), tuple(steps))

@@ -41,17 +41,24 @@ def nested_inputs(recipe: Recipe, path: str) -> tuple[str, str, list] | None:
     vLLM takes one item per prompt). The recipe's items differ in aspect ratio, so an item
     encoded with its neighbour's sizes (`image_sizes`, a mask) makes the tower raise; here the
     neighbour's sizes fit inside the item, so the same mix-up yields embeddings to compare."""
+    media = nested_media(recipe, path)
+    if media is None:
+        return None
+    modality = media[0].modality
+    return modality, recipe.render_prompt(modality, len(media)), [m.materialise() for m in media]
+
+
+def nested_media(recipe: Recipe, path: str) -> tuple[Media, ...] | None:
+    """The specs of `nested_inputs`' items (a standalone reproducer rebuilds them)."""
     modality = recipe.modalities[0]
     limit = item_limit(recipe, path, modality)
     if limit is not None and limit < 2:
         return None
     if modality == "image":
-        media = [Media("image", height=h, width=w, seed=i)
-                 for i, (h, w) in enumerate(NESTED_IMAGE_SIZES)]
-    else:
-        media = [Media("audio", samples=int(s * SAMPLING_RATE), seed=i)
-                 for i, s in enumerate(NESTED_AUDIO_SECONDS)]
-    return modality, recipe.render_prompt(modality, len(media)), [m.materialise() for m in media]
+        return tuple(Media("image", height=h, width=w, seed=i)
+                     for i, (h, w) in enumerate(NESTED_IMAGE_SIZES))
+    return tuple(Media("audio", samples=int(s * SAMPLING_RATE), seed=i)
+                 for i, s in enumerate(NESTED_AUDIO_SECONDS))
 
 
 def process(loaded: VllmModel, prompt: str, modality: str, items: list) -> Any:

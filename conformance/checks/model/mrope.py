@@ -35,10 +35,13 @@ from conformance.checks.model.references import (
     HF_PREFIX,
     HF_REF,
     NATIVE_REF,
+    REFERENCES,
+    merged_relations,
     references_of,
     run_references,
     three_way,
 )
+from conformance.inputs.media import Media
 from fixtures.recipe import Recipe
 
 SUBJECTS = ("backend", "impl")  # compared against the references
@@ -59,10 +62,13 @@ def mrope_prompts(recipe: Recipe) -> list[tuple[str, str, int]]:
 
 
 def mrope_images(count: int) -> list:
-    from conformance.inputs.cases import Media
+    return [m.materialise() for m in mrope_media(count)]
 
-    return [Media("image", h, w, seed=i).materialise()
-            for i, (h, w) in enumerate(MROPE_IMAGE_SIZES[:count])]
+
+def mrope_media(count: int) -> tuple[Media, ...]:
+    """`count` images of distinct M-RoPE grids (seeds 0, 1, ...)."""
+    return tuple(Media("image", h, w, seed=i)
+                 for i, (h, w) in enumerate(MROPE_IMAGE_SIZES[:count]))
 
 
 def feature_specs(out: Any) -> list[Any]:
@@ -131,6 +137,7 @@ def check_mrope(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str = 
         problems += compare_prompt(recipe, path, refs, description, prompt, count, device,
                                    dtype, subject_media, row)
         data["prompts"].append(row)
+    data[REFERENCES] = merged_relations(data["prompts"])
     data[PROBLEMS] = problems
     return summary(problems), data
 

@@ -96,3 +96,16 @@ def three_way(subject: str, outputs: Mapping[str, T], actual: T,
     if side:
         data.setdefault("deviates", {})[subject] = side
     return [worded(ref, p) + suffix for ref, problems in found.items() for p in problems]
+
+
+def merged_relations(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Several comparisons' `references` (one per prompt) as one: a relation differs where any
+    prompt's does; the first difference between the references is kept."""
+    merged: dict[str, str] = {}
+    for row in rows:
+        for key, value in row.get(REFERENCES, {}).items():
+            if key not in merged or (value != "agrees" and value != "agree"
+                                     and not key.endswith(", first")
+                                     and merged[key] in ("agrees", "agree")):
+                merged[key] = value
+    return merged
