@@ -1,0 +1,33 @@
+"""What a failure's evidence says apart from its measured numbers, and how large its numeric
+drift is: the judge holds a finding to the bound it states (a larger drift is a new failure),
+and the gate tells a known cell's new difference from the one the baseline recorded.
+
+The checks word a measured drift as "off by X" (logprobs), "max abs X" and "rel-L2 X" (tensors);
+`magnitude` reads those. A `signature` masks measured values (numbers with a decimal point or an
+exponent) and keeps integers: token ids, shapes, counts and positions are part of what differs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_FLOAT = r"[-+]?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|nan|inf)"
+_MEASURED = re.compile(rf"(?:off by|max abs|rel-L2) ({_FLOAT}|\d+)", re.IGNORECASE)
+_MEASUREMENT = re.compile(rf"(?<![\w.]){_FLOAT}(?![\w.])", re.IGNORECASE)
+
+
+def magnitudes(evidence: str) -> list[float]:
+    """Every drift the evidence reports, in the order it reports them."""
+    return [float(m.group(1)) for m in _MEASURED.finditer(evidence)]
+
+
+def magnitude(evidence: str) -> float | None:
+    """The largest drift the evidence reports (None: it reports none)."""
+    found = [math.inf if math.isnan(x) else x for x in magnitudes(evidence)]
+    return max(found) if found else None
+
+
+def signature(evidence: str) -> str:
+    """The evidence with measured values masked as `#`."""
+    return _MEASUREMENT.sub("#", evidence)
