@@ -87,6 +87,20 @@ def test_gate_exits_non_zero_naming_a_planted_regression(tmp_path):
     assert "planted: prompt ids differ at position 3" in bad.stdout
 
 
+def test_gate_lets_a_newly_known_cell_through_only_when_accepted(tmp_path, capsys):
+    was = Verdict("gemma3", "5.17.0", "placeholders", "pass")
+    now = Verdict("gemma3", "5.17.0", "placeholders", "xfail", "r [observed: ids differ]",
+                  finding="gemma3-offsets-newlines")
+    base = ["--baseline", str(write(tmp_path / "base", [was]))]
+    run = str(write(tmp_path / "now", [now]))
+    assert main(["gate", run, *base]) == 1
+    assert "compared 1 cell (1 in both runs" in capsys.readouterr().out
+    assert main(["gate", run, *base, "--accept", "another", "--accept",
+                 "gemma3-offsets-newlines"]) == 0
+    assert main(["gate", run, *base, "--accept", "*"]) == 0
+    assert "NEWLY KNOWN, accepted (1)" in capsys.readouterr().out
+
+
 def test_baseline_is_refreshed_by_an_explicit_command(tmp_path):
     repro = ROOT / "reports" / "repro" / "llava-impl-errors-0.py"
     cells = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl"),

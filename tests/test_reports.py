@@ -138,9 +138,9 @@ def test_gate_fails_on_a_regression_and_lists_fixes_and_known():
 def test_gate_groups_known_failures_by_finding_and_names_newly_known_ones():
     baseline = [v for v in with_findings() if v.subject == "impl" or v.finding != NEWLINES]
     baseline += [Verdict("gemma3", "5.17.0", "placeholders", "pass")]  # vllm-backend's passed
-    result = gate.compare(baseline, with_findings())
-    assert result.ok  # a known failure is no failure of the gate, even a new one
-    assert [now.subject for _, now in result.newly_known] == ["vllm-backend"]
+    result = gate.compare(baseline, with_findings(), accept=frozenset({NEWLINES}))
+    assert result.ok  # a known failure is no failure of the gate once accepted
+    assert [now.subject for _, now in result.accepted] == ["vllm-backend"]
     lines = gate.render(result).splitlines()
     at = lines.index("KNOWN FAILURES (3), by the 1 finding(s) that explain them")
     assert lines[at + 1:at + 6] == [
@@ -150,9 +150,92 @@ def test_gate_groups_known_failures_by_finding_and_names_newly_known_ones():
         "    gemma3 / vllm-backend / prompt-ids / transformers 5.17.0: newline merge "
         "[observed: x]",
         "gate: PASS"]
-    newly = lines.index("NEWLY KNOWN (1): passed in the baseline, a known failure now")
+    newly = lines.index("NEWLY KNOWN, accepted (1): passed in the baseline, a known failure now")
     assert lines[newly + 1] == ("  gemma3 / vllm-backend / placeholders / transformers 5.17.0: "
                                 f"{NEWLINES}: {NEWLINES_TITLE}")
+
+
+def test_a_newly_known_cell_fails_the_gate_unless_its_finding_is_accepted():
+    baseline = [Verdict("gemma3", "5.17.0", "placeholders", "pass")]
+    now = [Verdict("gemma3", "5.17.0", "placeholders", "xfail", "r [observed: ids differ]",
+                   finding=NEWLINES)]
+    refused = gate.compare(baseline, now)
+    assert not refused.ok and [v.finding for _, v in refused.newly_known] == [NEWLINES]
+    assert "NEWLY KNOWN (1): passed in the baseline, a known failure now, not accepted" \
+        in gate.render(refused)
+    assert not gate.compare(baseline, now, accept=frozenset({"another-finding"})).ok
+    for accept in ({NEWLINES}, {"*"}):
+        result = gate.compare(baseline, now, accept=frozenset(accept))
+        assert result.ok and not result.newly_known and len(result.accepted) == 1
+
+
+def known_cell(evidence: str, finding: str = NEWLINES, **data: object) -> Verdict:
+    """A known cell the way the judge records it: the evidence inside the detail, the other
+    differences in data["differences"]."""
+    return Verdict("gemma3", "5.17.0", "model", "xfail",
+                   f"reason [observed: {evidence}] (+1 other distinct failure(s))",
+                   data=dict(data), finding=finding)
+
+
+DRIFT = "backend: top logprobs off by 3.13e-02 at position 2 (token 17)"
+
+
+def test_a_known_cell_with_a_new_difference_fails_the_gate():
+    was = known_cell(DRIFT, differences=[DRIFT])
+    now = known_cell(DRIFT, differences=[DRIFT, "impl: prompt ids differ at position 4"])
+    result = gate.compare([was], [now])
+    assert not result.ok and result.known_compared == 1
+    [change] = result.known_changed
+    assert change.reasons == ["a new difference: impl: prompt ids differ at position 4"]
+    text = gate.render(result)
+    assert "KNOWN IN BOTH, CHANGED (1)" in text and "gate: FAIL" in text
+    # an integer is part of what differs: another position is another difference
+    moved = known_cell(DRIFT.replace("position 2", "position 3"))
+    assert not gate.compare([was], [moved]).ok
+    # fewer differences now: listed, not a failure
+    narrowed = gate.compare([now], [was])
+    assert narrowed.ok and len(narrowed.narrowed) == 1
+    assert "NARROWED (1)" in gate.render(narrowed)
+
+
+def test_a_known_cell_another_finding_explains_now_fails_the_gate():
+    result = gate.compare([known_cell(DRIFT)], [known_cell(DRIFT, finding="other-finding")])
+    assert not result.ok
+    assert result.known_changed[0].reasons == [f"another finding: other-finding (was {NEWLINES})"]
+
+
+def test_a_known_cell_drifting_further_fails_the_gate_and_the_same_drift_passes():
+    was = known_cell(DRIFT)
+    assert gate.compare([was], [known_cell(DRIFT.replace("3.13e-02", "9.0e-01"))]
+                        ).known_changed[0].reasons[0].startswith("a larger drift: 0.9 (was 0.0313)")
+    for same in ("3.13e-02", "3.4e-02", "0.0011"):  # within 10%, or smaller
+        assert gate.compare([was], [known_cell(DRIFT.replace("3.13e-02", same))]).ok, same
+    for beyond in ("3.5e-02", "nan", "inf"):
+        assert not gate.compare([was], [known_cell(DRIFT.replace("3.13e-02", beyond))]).ok
+
+
+def test_an_old_baseline_cell_is_compared_by_the_evidence_in_its_detail():
+    tricky = "ids [1, 2] vs [1, 3] at position 1 (of [2]) off by 0.5"
+    old = Verdict("gemma3", "5.17.0", "model", "xfail",
+                  f"reason [observed: {tricky}] (with do_pan_and_scan=[True]) "
+                  "(+2 other distinct failure(s))", finding=NEWLINES)
+    assert gate.evidences(old) == [tricky]
+    assert gate.evidences(Verdict("a", "1", "c", "xfail", "no brackets")) == ["no brackets"]
+    now = known_cell(tricky, differences=[tricky.replace("0.5", "0.52")])
+    assert gate.compare([old], [now]).ok
+    assert not gate.compare([old], [known_cell(tricky.replace("[1, 3]", "[1, 4]"))]).ok
+    # a long evidence, kept cut at 300 now, with a shorter measured value before the cut
+    long = DRIFT + "; " + "the rest of a long evidence " * 12
+    cut = long.replace("3.13e-02", "0.03")[:gate.CUT]
+    assert gate.compare([known_cell(long)], [known_cell(cut, differences=[cut])]).ok
+
+
+def test_the_gate_says_how_many_cells_it_compared():
+    baseline = verdicts()
+    current = baseline[1:] + [Verdict("llava", "5.24.0", "cache", "pass", subject="impl")]
+    first = gate.render(gate.compare(baseline, current)).splitlines()[0]
+    assert first == ("compared 6 cells (4 in both runs; 1 only now, 1 only in the baseline); "
+                     "xfail in both: 1, findings and signatures compared")
 
 
 def test_a_long_list_of_known_cells_is_wrapped_between_labels():

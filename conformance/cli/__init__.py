@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_check_arguments(check, str(REPORTS_DIR / "runs" / "check"))
     check.set_defaults(func=cmd_check)
 
-    gate = sub.add_parser("gate", help="exit 1 when a cell that passed in the baseline fails now")
+    gate = sub.add_parser("gate", help="exit 1 when a cell is worse than in the baseline")
     gate.add_argument("results", help="results.json (or its run folder)")
     gate.add_argument("--baseline", default=str(BASELINE), help="default: reports/baseline.json")
     gate.add_argument("--show-missing", action="store_true", help="list baseline cells not run")
@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "on this transformers version (gating a candidate against the pin)")
     gate.add_argument("--baseline-vllm", help="compare every cell with the baseline's cell "
                       "of this vLLM (e.g. 0.31.0: what changed on the vLLM under test)")
+    gate.add_argument("--accept", action="append", default=[], metavar="FINDING",
+                      help="let cells that passed in the baseline and this finding explains "
+                      "now through (repeatable; '*': every finding)")
     gate.set_defaults(func=cmd_gate)
 
     base = sub.add_parser("baseline", help="refresh the committed baseline from a run's results")

@@ -15,7 +15,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     current, _ = report.read_results(Path(args.results))
     result = gate.compare(baseline, current, compare_missing=args.show_missing,
                           baseline_version=args.baseline_version,
-                          baseline_vllm=args.baseline_vllm)
+                          baseline_vllm=args.baseline_vllm, accept=frozenset(args.accept))
     if args.baseline_vllm is not None:
         from conformance.results.releases import compare_releases, render_lines
         from conformance.run.vllms import sort_key
