@@ -39,14 +39,40 @@ def test_a_known_checkpoint_cell_that_passes_is_xpass_a_suite_cell_is_not():
     assert judge(suite, [], exhaustive=False).status == "pass"
 
 
-def test_an_error_is_xfail_only_with_its_evidence():
+def test_an_error_is_xfail_only_with_its_evidence_and_a_finding_that_explains_errors():
     key = CellKey("qwen2_audio", "5.17.0", "vllm-backend", "model")
-    known = judge(key, [Failure("AttributeError: 'Qwen2AudioModel' object has no attribute "
-                                "'get_audio_features'", error=True)], exhaustive=False)
-    assert known.status == "xfail" and known.finding == "qwen2-audio-no-get-audio-features"
-    other = judge(key, [Failure("RuntimeError: something else broke", error=True)],
+    evidence = "AttributeError: 'Qwen2AudioModel' object has no attribute 'get_audio_features'"
+    # the same evidence as the backend's problem is known; as an error of the cell (set-up,
+    # the check raised) only a finding that says it explains errors may take it
+    assert judge(key, [Failure(evidence)], exhaustive=False).status == "xfail"
+    assert not expectations.get("qwen2-audio-no-get-audio-features").explains_error
+    assert judge(key, [Failure(evidence, error=True)], exhaustive=False).status == "error"
+    voxtral = CellKey("voxtral", "5.17.0", "vllm-backend", "model")
+    known = judge(voxtral, [Failure("ValueError: [AUDIO] is present in the provided text which "
+                                    "is not supported by VoxtralProcessor", error=True)],
+                  exhaustive=False)
+    assert known.status == "xfail" and known.finding == "voxtral-processor-unusable"
+    other = judge(voxtral, [Failure("RuntimeError: something else broke", error=True)],
                   exhaustive=False)
     assert other.status == "error" and other.detail.endswith("something else broke")
+
+
+def test_a_drift_is_known_only_within_the_bound_its_finding_states():
+    key = CellKey("qwen3_vl", "5.17.0", "vllm-backend", "generate")
+
+    def status(drift: str) -> str:
+        evidence = (f"step 0: logprob of token 219 native -5.287027 vs backend -5.234051 (off "
+                    f"by {drift}, fp32 bound 0.0001)")
+        return judge(key, [Failure(evidence)], exhaustive=False).status
+
+    assert expectations.get("qwen3-vl-deepstack-dropped").drift["generate"] == 0.07
+    assert status("5.30e-02") == "xfail"
+    assert status("9.00e-02") == "fail"  # a larger drift is a new failure
+    assert status("nan") == "fail"
+    # a finding that states no bound explains no drift beside its evidence
+    llava = CellKey("gemma3", "5.17.0", "vllm-backend", "processing")
+    assert judge(llava, [Failure("prompt ids differ at position 3 (max abs 0.5)")],
+                 exhaustive=False).status == "fail"
 
 
 def test_findings_are_bounded_by_version():

@@ -69,9 +69,45 @@ def placeholders_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
 
 def prompt_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
                       names: Names = EXPECTED) -> str | None:
-    """Ids first: ranges in different prompts cannot be compared position by position."""
-    return (ids_difference(expected.prompt_ids, actual.prompt_ids, names)
-            or placeholders_difference(expected, actual, names))
+    """The first of `prompt_differences`."""
+    found = prompt_differences(expected, actual, names)
+    return found[0] if found else None
+
+
+def prompt_differences(expected: ProcessedPrompt, actual: ProcessedPrompt,
+                       names: Names = EXPECTED) -> list[str]:
+    """The ids, then the placeholders, each a difference of its own (a known ids difference
+    never hides a wrong range). In equal prompts ranges compare position by position; in
+    prompts whose ids differ, item by item as what each range holds (`item_difference`)."""
+    ids = ids_difference(expected.prompt_ids, actual.prompt_ids, names)
+    ranges = (items_difference(expected, actual, names) if ids
+              else placeholders_difference(expected, actual, names))
+    return [text for text in (ids, ranges) if text]
+
+
+def items_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
+                     names: Names = EXPECTED) -> str | None:
+    """Per item, in prompts whose ids differ: the same count of items, each range of the same
+    length with the same embedding positions within it, holding the same ids there (the
+    tokens the encoder's rows replace; a range's edges may hold differently merged text)."""
+    a, b = names
+    for modality in sorted(set(expected.placeholders) | set(actual.placeholders)):
+        mine = expected.placeholders.get(modality, ())
+        theirs = actual.placeholders.get(modality, ())
+        if len(mine) != len(theirs):
+            return f"{modality}: {a} has {len(mine)} placeholders, {b} {len(theirs)}"
+        for index, (x, y) in enumerate(zip(mine, theirs, strict=True)):
+            inner_x = [q - x.offset for q in x.embed_positions]
+            inner_y = [q - y.offset for q in y.embed_positions]
+            if (x.length, inner_x) != (y.length, inner_y):
+                return (f"{modality} item {index}: ranges differ within the item: {a} "
+                        f"{describe(x)} vs {b} {describe(y)}")
+            held_x = [expected.prompt_ids[q] for q in x.embed_positions]
+            held_y = [actual.prompt_ids[q] for q in y.embed_positions]
+            if held_x != held_y:
+                return (f"{modality} item {index}: its embedding positions hold other ids: {a} "
+                        f"{sorted(set(held_x))} vs {b} {sorted(set(held_y))}")
+    return None
 
 
 def value_difference(expected: Any, actual: Any, where: str) -> str | None:

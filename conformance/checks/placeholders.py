@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conformance.checks.contract import PASS, Check, Outcome, Proof
-from conformance.checks.differences import prompt_difference
+from conformance.checks.differences import prompt_differences
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
 
@@ -11,8 +11,8 @@ from conformance.subjects.context import Context
 def run(ctx: Context, case: Case) -> Outcome:
     oracle = ctx.reference
     expected, actual = ctx.oracle_output(oracle, case), ctx.subject_output(case)
-    difference = prompt_difference(expected, actual, (oracle, ctx.subject.name))
-    return Outcome(False, f"vs {oracle}: {difference}") if difference else PASS
+    found = prompt_differences(expected, actual, (oracle, ctx.subject.name))
+    return Outcome.judged([f"vs {oracle}: {d}" for d in found], set()) if found else PASS
 
 
 CHECK = Check(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from conformance.checks.contract import Check, MediaHook, Outcome, Proof
-from conformance.checks.differences import describe, prompt_difference
+from conformance.checks.differences import describe, prompt_differences
 from conformance.inputs.cases import Case
 from conformance.inputs.media import mm_data, smoke_media
 from conformance.subjects import vllm
@@ -42,9 +42,10 @@ def against_hf(recipe: Recipe, path: str) -> Outcome:
     case = smoke_case(recipe)
     expected = make_subject("hf", path, recipe).process(case)
     actual = make_subject("vllm-backend", path, recipe).process(case)
-    difference = prompt_difference(expected, actual, ("hf", "backend"))
-    data = {"oracle": "hf", "prompt_len": len(expected.prompt_ids)}
-    return Outcome.of(f"vs hf: {difference}" if difference else None, data)
+    found = prompt_differences(expected, actual, ("hf", "backend"))
+    outcome = Outcome.judged([f"vs hf: {d}" for d in found], set())
+    outcome.measured = {"oracle": "hf", "prompt_len": len(expected.prompt_ids)}
+    return outcome
 
 
 def run(recipe: Recipe, path: str, *, subject_media: MediaHook | None = None,
@@ -68,7 +69,9 @@ def run(recipe: Recipe, path: str, *, subject_media: MediaHook | None = None,
         "native": {m: [describe(p) for p in ps] for m, ps in native.placeholders.items()},
         "backend": {m: [describe(p) for p in ps] for m, ps in backend.placeholders.items()},
     }
-    return Outcome.of(prompt_difference(native, backend, ("native", "backend")), data)
+    outcome = Outcome.judged(prompt_differences(native, backend, ("native", "backend")), set())
+    outcome.measured = data
+    return outcome
 
 
 CHECK = Check(

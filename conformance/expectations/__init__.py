@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from impl.version import bounds, matches
@@ -33,6 +33,10 @@ class Finding:
     whole_cell: str = ""  # why every check of the cell is meaningless (allows "*" unbounded)
     vllm: str = ""  # vLLM releases it concerns: ">=0.31.0,<0.32.0"; "": every release
     side: str = "backend"  # who deviates from transformers (SIDES)
+    # check ("*": any) -> the largest drift it explains ("off by", "max abs", "rel-L2"): a
+    # failure that reports a drift is explained only within the bound stated for its check
+    drift: Mapping[str, float] = field(default_factory=dict)
+    explains_error: bool = False  # it may explain an `error` of the cell (set-up, a crash)
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -55,8 +59,17 @@ class Finding:
         return matches(version, self.versions)
 
     def shown_by(self, check: str, observed: str) -> bool:
+        """One of its evidence strings is in `observed`, and a drift `observed` reports is
+        within the bound the finding states for the check (none stated: it explains no
+        drift, so a larger one, or a numeric difference beside a known one, is new)."""
+        from conformance.results.signature import magnitude
+
         shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ())
-        return any(text in observed for text in shown)
+        if not any(text in observed for text in shown):
+            return False
+        drift = magnitude(observed)
+        bound = self.drift.get(check, self.drift.get(ANY))
+        return drift is None or (bound is not None and drift <= bound)
 
     def describe_versions(self, spec: str | None = None) -> str:
         low, high = bounds(self.versions if spec is None else spec)
@@ -76,7 +89,8 @@ SIDES = {
 
 def parse(raw: dict) -> Finding:
     unknown = set(raw) - {"id", "title", "reason", "fixtures", "evidence", "versions",
-                          "subjects", "options", "whole_cell", "vllm", "side"}
+                          "subjects", "options", "whole_cell", "vllm", "side", "drift",
+                          "explains_error"}
     if unknown:
         raise ValueError(f"finding {raw.get('id')!r}: unknown keys {sorted(unknown)}")
     if raw.get("side", "backend") not in SIDES:
@@ -98,6 +112,8 @@ def parse(raw: dict) -> Finding:
         options=tuple(raw.get("options", ())), vllm=raw.get("vllm", ""),
         whole_cell=" ".join(raw.get("whole_cell", "").split()),
         side=raw.get("side", "backend"),
+        drift={check: float(bound) for check, bound in raw.get("drift", {}).items()},
+        explains_error=bool(raw.get("explains_error", False)),
     )
 
 
@@ -119,11 +135,14 @@ def get(finding_id: str) -> Finding:
 
 
 def explain(fixture: str, check: str, version: str, subject: str | None, observed: str,
-            options: tuple[str, ...] = (), vllm: str | None = None) -> Finding | None:
-    """The finding that explains `observed` in this cell (None: nothing does, a new failure)."""
+            options: tuple[str, ...] = (), vllm: str | None = None,
+            error: bool = False) -> Finding | None:
+    """The finding that explains `observed` in this cell (None: nothing does, a new failure).
+    `error`: the cell could not run (set-up, a crash), which only a finding that says it
+    explains an error may explain."""
     for finding in load():
         if finding.applies(fixture, check, version, subject, options, vllm) and \
-                finding.shown_by(check, observed):
+                finding.shown_by(check, observed) and (finding.explains_error or not error):
             return finding
     return None
 

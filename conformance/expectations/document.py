@@ -143,7 +143,12 @@ def _section(finding: Finding, observed: list[dict] | None = None) -> list[str]:
              f"- checks: {_names(finding.checks)}",
              f"- subjects: {_names(finding.subjects)}",
              f"- processor options: {_options(finding)}",
-             f"- deviates from transformers: {SIDES[finding.side]}", "",
+             f"- deviates from transformers: {SIDES[finding.side]}",
+             *(["- drift it explains: " + ", ".join(
+                 f"{'any check' if c == ANY else c} <= {b:g}" for c, b in finding.drift.items())]
+               if finding.drift else []),
+             *(["- explains an error of the cell (set-up, the check raised)"]
+               if finding.explains_error else []), "",
              _wrapped(inline_markdown(finding.reason)), "",
              *([_wrapped(inline_markdown("Whole cell: " + finding.whole_cell)), ""]
                if finding.whole_cell else []),

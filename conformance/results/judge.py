@@ -46,7 +46,7 @@ def known(key: CellKey, failure: Failure) -> expectations.Finding | None:
     """The finding that explains `failure` in this cell (None: a new failure)."""
     return expectations.explain(key.fixture, key.check, key.version, key.subject,
                                 failure.evidence, tuple(name for name, _ in failure.options),
-                                key.vllm)
+                                key.vllm, error=failure.error)
 
 
 def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: float = 0.0,
@@ -69,10 +69,11 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
     unknown = [f for f in failures if explained(f) is None]
     chosen = (unknown or failures)[0]
     data.update(chosen.extra)
-    if len(failures) > 1:  # every distinct difference, known or not, stays on record
-        data["differences"] = [f.evidence[:300] for f in failures]
-        if unknown:  # and those no finding explains, apart
-            data["unexplained"] = [f.evidence[:300] for f in unknown]
+    # every distinct difference, known or not, stays on record (the gate compares a known
+    # cell's differences with the baseline's), and those no finding explains, apart
+    data["differences"] = [f.evidence[:300] for f in failures]
+    if unknown and len(failures) > 1:
+        data["unexplained"] = [f.evidence[:300] for f in unknown]
     more = f" (+{len(failures) - 1} other distinct failure(s))" if len(failures) > 1 else ""
     if unknown:
         status = ("error" if chosen.error else

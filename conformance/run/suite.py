@@ -67,7 +67,8 @@ class Search:
     enough cases and exercised every sub-property its check claims."""
 
     generated: int = 0
-    compared: int = 0
+    compared: int = 0  # cases both sides produced output for, and that were compared
+    crashed: int = 0  # cases the subject raised on (evidence, not a comparison)
     compared_by_pass: Counter = field(default_factory=Counter)  # "default", "drawn"
     compared_by_modality: Counter = field(default_factory=Counter)
     required: tuple[str, ...] = ()  # modalities a pass must have compared (video, where drawn)
@@ -80,6 +81,7 @@ class Search:
 
     def as_data(self, floor: int, claims: tuple[str, ...]) -> dict:
         data: dict = {"examples": self.generated, "compared": self.compared,
+                      "crashed": self.crashed,
                       "compared_by_pass": dict(self.compared_by_pass), "compared_floor": floor,
                       "compared_by_modality": dict(self.compared_by_modality),
                       "oracle_failures": sum(self.unprocessable.values())}
@@ -157,9 +159,12 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             reject()
         except Exception as error:  # the subject crashed on this case
             outcome, cause = Outcome(False, "raised " + exception_text(error)), error
-        found.compared += 1
-        found.compared_by_pass[found.current] += 1
-        found.compared_by_modality[case.modality] += 1
+        if cause is None:  # a crash compared nothing: counted apart, never toward a pass
+            found.compared += 1
+            found.compared_by_pass[found.current] += 1
+            found.compared_by_modality[case.modality] += 1
+        else:
+            found.crashed += 1
         found.exercised |= set(outcome.exercised)
         raised = None
         for evidence in outcome.differences:

@@ -107,10 +107,16 @@ def compare_items(modality: str, expected: Sequence[Any], actual: Sequence[Any],
         row = {"item": index, "shape": list(got.shape), f"{ref}_shape": list(want.shape)}
         problem = f"{where}: shape {tuple(got.shape)} vs {ref} {tuple(want.shape)}"
         if leading_columns(want, got):
-            # e.g. Qwen3-VL: native appends deepstack features after the main embedding
+            # e.g. Qwen3-VL: native appends deepstack features after the main embedding. The
+            # part both have is judged apart: a known shape difference never hides a wrong
+            # embedding in it.
             distance = measure(got, want[..., : got.shape[-1]], tolerance)
             row["leading_columns"] = distance.as_dict()
-            problem += f"; {ref}'s first {got.shape[-1]} columns: {distance.describe()}"
+            if exceeds(distance, tolerance):
+                problems.append(f"{where}: {ref}'s first {got.shape[-1]} columns differ: "
+                                f"{distance.describe()} (allowed {tolerance.describe()})")
+            else:
+                problem += f"; {ref}'s first {got.shape[-1]} columns agree"
         rows.append(row)
         problems.append(problem)
     return problems, rows
