@@ -99,7 +99,9 @@ def video_metadata(frames: int) -> dict[str, Any]:
 
 def mm_data(modality: str, items: Sequence) -> dict[str, list]:
     """vLLM's `multi_modal_data` form: audios carry their sampling rate, videos their
-    metadata."""
+    metadata. No items: no multimodal data at all (a text-only request)."""
+    if not items:
+        return {}
     if modality == "audio":
         return {"audio": [(item, SAMPLING_RATE) for item in items]}
     if modality == "video":

@@ -218,6 +218,23 @@ def _backend_logits_negated() -> list[Any]:
     return [mock.patch.object(CausalMixin, "compute_logits", compute_logits)]
 
 
+def _backend_text_only_stack() -> list[Any]:
+    """vLLM's backend stacks the request's image grids unconditionally: a text-only request on
+    an M-RoPE model crashes (`torch.stack` of no tensors)."""
+    import torch
+    from vllm.model_executor.models.transformers import multimodal
+
+    mixin = multimodal.MultiModalMixin
+    original = mixin.get_mrope_input_positions
+
+    def positions(self: Any, input_tokens: list[int], mm_features: list) -> Any:
+        if not mm_features:
+            torch.stack([])  # raises, as the unguarded stack does
+        return original(self, input_tokens, mm_features)
+
+    return [mock.patch.object(mixin, "get_mrope_input_positions", positions)]
+
+
 def swap_first_two(items: list) -> list:
     return [items[1], items[0], *items[2:]] if len(items) > 1 else items
 
@@ -235,6 +252,7 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "backend-rows-per-token": _backend_rows_per_token,
     "backend-fields-one-modality": _backend_fields_one_modality,
     "backend-logits-negated": _backend_logits_negated,
+    "backend-text-only-stack": _backend_text_only_stack,
 }
 # media faults: hooks applied to the subject's items by the checkpoint-level checks
 MEDIA_FAULTS: dict[str, Callable[[list], list]] = {"swapped-items": swap_first_two}

@@ -91,12 +91,31 @@ def test_the_fault_a_checkpoint_check_declares_makes_it_fail(check_id):
 @pytest.mark.model
 @pytest.mark.parametrize("check_id, proof", [
     (c.id, proof) for c in registry().values() if c.level == "checkpoint"
-    for proof in c.more_proofs])
+    for proof in c.more_proofs if proof.sub_property != "hf"])
+def test_a_further_fault_a_checkpoint_check_declares_makes_it_fail(check_id, proof):
+    # a sub-property the main proof does not reach (mrope's text-only request)
+    check, version = get_check(check_id), transformers.__version__
+    recipe = get_recipe(proof.fixture)
+    key = CellKey(proof.fixture, version, proof.subject, check_id)
+    clean = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture))
+    if clean.status != "pass":
+        pytest.skip(f"{check_id} on {proof.fixture} is {clean.status} on transformers {version} "
+                    f"({clean.finding or clean.detail[:120]}): the proof needs a clean cell")
+    faulty = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture),
+                            fault=proof.fault)
+    assert faulty.status == "fail", faulty
+    assert proof.evidence in faulty.detail, faulty.detail
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("check_id, proof", [
+    (c.id, proof) for c in registry().values() if c.level == "checkpoint"
+    for proof in c.more_proofs if proof.sub_property == "hf"])
 def test_a_model_check_fails_through_the_hf_model_alone(check_id, proof):
     # the fixture has no native vLLM model: the HF model is its only reference
     check, version = get_check(check_id), transformers.__version__
     recipe = get_recipe(proof.fixture)
-    assert not recipe.native_in_vllm and proof.sub_property == "hf"
+    assert not recipe.native_in_vllm
     key = CellKey(proof.fixture, version, proof.subject, check_id)
     clean = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture))
     assert clean.status in ("pass", "xfail"), clean
@@ -106,9 +125,9 @@ def test_a_model_check_fails_through_the_hf_model_alone(check_id, proof):
 
     if not at_least(version, "5.15.0") and faulty.status == "xfail" and \
             faulty.finding == clean.finding:
-        # Legacy path: aya_vision's prompt already differs (legacy-structure-tokens-embedded),
-        # whose evidence absorbs the fault's too: a known finding hiding a planted fault, which
-        # issue #31 removes; on the Offsets path (the first pass) the proof is strict
+        # Legacy path: aya_vision's backend raises before it decodes
+        # (legacy-structure-tokens-embedded), so no decoding fault can show; on the Offsets
+        # path (the first pass) the proof is strict
         pytest.skip(f"{clean.finding} explains the clean cell on transformers {version} and "
                     "absorbs the fault's evidence")
     assert faulty.status == "fail", faulty

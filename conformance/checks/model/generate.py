@@ -258,14 +258,33 @@ def check_generate(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str
     data: dict[str, Any] = {}
     problems = compared_decodings(recipe, path, device, dtype, prompt, modality, subject_items,
                                   items, data, references)
+    problems += text_only(recipe, path, device, dtype, modality, data, references)
     data[PROBLEMS] = problems
     return (problems[0] if problems else None), data
 
 
+# A request without media: a multimodal model serves text too, and the steps that assume items
+# (M-RoPE grids, the encoder's batch) must not break it
+TEXT_ONLY_PROMPT = "A question that shows nothing at all"
+TEXT_ONLY = "text only"
+
+
+def text_only(recipe: Recipe, path: str, device: str, dtype: str, modality: str,
+              data: dict[str, Any], references: Sequence[str] | None = None,
+              tokens: int = GENERATE_TOKENS, **kwargs: Any) -> list[str]:
+    """The text-only request's problems, prefixed, measurements in `data[TEXT_ONLY]`."""
+    data[TEXT_ONLY] = {}
+    found = compared_decodings(recipe, path, device, dtype, TEXT_ONLY_PROMPT, modality, [], [],
+                               data[TEXT_ONLY], references, tokens, **kwargs)
+    return [f"{HF_PREFIX}{TEXT_ONLY}: {p.removeprefix(HF_PREFIX)}" if p.startswith(HF_PREFIX)
+            else f"{TEXT_ONLY}: {p}" for p in found]
+
+
 CHECK = Check(
     id="generate",
-    statement="Greedy decoding of the backend agrees with native vLLM's: in fp32 every "
-              "position's top logprobs within fp32 noise, else vLLM tests' check_logprobs_close.",
+    statement="Greedy decoding of the backend agrees with each reference's, on the recipe's "
+              "prompt and on a text-only one: in fp32 every position's top logprobs within fp32 "
+              "noise, else vLLM tests' check_logprobs_close.",
     hint="the backend decodes other tokens than native vLLM: look at the embedding positions "
          "and the M-RoPE positions first, then at the decoder's inputs",
     level="checkpoint", run=returning_outcome(check_generate), loads_model=True,

@@ -15,7 +15,7 @@ from conformance.checks.contract import (
     Proof,
     returning_outcome,
 )
-from conformance.checks.model.generate import Decoded, compared_decodings
+from conformance.checks.model.generate import Decoded, compared_decodings, text_only
 from conformance.checks.model.references import HF_REF
 from conformance.checks.processing import items_per_prompt
 from conformance.inputs.media import make_items
@@ -44,6 +44,8 @@ def check_model(recipe: Recipe, path: str, *, subject_media: MediaHook | None = 
     data: dict[str, Any] = {}
     problems = compared_decodings(recipe, path, device, dtype, prompt, modality, own, items,
                                   data, references, tokens=1, first=greedy_difference)
+    problems += text_only(recipe, path, device, dtype, modality, data, references, tokens=1,
+                          first=greedy_difference)
     data[PROBLEMS] = problems
     return (problems[0] if problems else None), data
 
@@ -51,7 +53,8 @@ def check_model(recipe: Recipe, path: str, *, subject_media: MediaHook | None = 
 CHECK = Check(
     id="model",
     statement="The backend loads the checkpoint and picks the same greedy next token as each "
-              "reference (in fp32 with the same top logprobs, within fp32 noise).",
+              "reference, on the recipe's prompt and on a text-only one (in fp32 with the same "
+              "top logprobs, within fp32 noise).",
     hint="the backend cannot load or run the model, or picks another token: start from the "
          "error, then compare the encoder and the embedding positions",
     level="checkpoint", run=returning_outcome(check_model), loads_model=True,

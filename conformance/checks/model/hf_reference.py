@@ -68,7 +68,9 @@ def hf_inputs(path: str, prompt: str, modality: str, items: list, device: str,
 
     media = mm_data(modality, items)
     kwargs: dict[str, Any] = {}
-    if modality == "audio":
+    if not items:  # a text-only request
+        pass
+    elif modality == "audio":
         kwargs["audio"] = [wave for wave, _ in media["audio"]]
     else:
         kwargs[{"image": "images", "video": "videos"}[modality]] = media[modality]

@@ -58,6 +58,8 @@ def mrope_prompts(recipe: Recipe) -> list[tuple[str, str, int]]:
         ("two adjacent images at the start", f"{ph}{ph} then text", 2),
         ("text then one image at the end", f"A question about {ph}", 1),
         ("four images between text", f"a {ph} b {ph} c {ph} d {ph} e", 4),
+        # a request without images: the model still places its tokens (no grid to stack)
+        ("text only", "A question that shows no image at all", 0),
     ]
 
 
@@ -207,10 +209,13 @@ def subject_mrope(subject: str, recipe: Recipe, path: str, images: list, prompt:
 CHECK = Check(
     id="mrope",
     statement="M-RoPE positions and decode delta of the backend (and of impl's get_rope_index "
-              "driver) equal each reference's.",
+              "driver) equal each reference's, on prompts with several images and none.",
     hint="M-RoPE positions differ from native vLLM's: compare the backend's "
          "get_mrope_input_positions inputs (grid sizes per item, item order) with native's",
     level="checkpoint", run=returning_outcome(check_mrope), loads_model=True,
     compared_with=MODEL_REFERENCES,
     proof=Proof("swapped-items", "qwen2_5_vl", "position(s) differ"),
+    more_proofs=(Proof("backend-text-only-stack", "qwen2_5_vl",
+                       "backend on 'text only': RuntimeError: stack expects",
+                       subject="vllm-backend"),),
 )
