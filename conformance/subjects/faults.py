@@ -218,6 +218,36 @@ def _backend_logits_negated() -> list[Any]:
     return [mock.patch.object(CausalMixin, "compute_logits", compute_logits)]
 
 
+def _backend_logits_scaled() -> list[Any]:
+    """vLLM's backend model returns its logits times 1 + 1e-3: the same greedy tokens, top
+    logprobs off by about 1e-3 (a cast or a scale slipped into the head)."""
+    from vllm.model_executor.models.transformers.causal import CausalMixin
+
+    original = CausalMixin.compute_logits
+
+    def compute_logits(self: Any, *args: Any, **kwargs: Any) -> Any:
+        logits = original(self, *args, **kwargs)
+        return None if logits is None else logits * (1 + 1e-3)
+
+    return [mock.patch.object(CausalMixin, "compute_logits", compute_logits)]
+
+
+def _backend_row_shifted() -> list[Any]:
+    """vLLM's backend hands each item's embedding rows over one row late (the first row
+    repeated, the last dropped): the right rows, each at its neighbour's position."""
+    import torch
+    from vllm.model_executor.models.transformers import multimodal
+
+    mixin = multimodal.MultiModalMixin
+    original = mixin.embed_multimodal
+
+    def embed_multimodal(self: Any, **kwargs: Any) -> Any:
+        return [torch.cat([e[:1], e[:-1]]) if e.shape[0] > 1 else e
+                for e in original(self, **kwargs)]
+
+    return [mock.patch.object(mixin, "embed_multimodal", embed_multimodal)]
+
+
 def _backend_text_only_stack() -> list[Any]:
     """vLLM's backend stacks the request's image grids unconditionally: a text-only request on
     an M-RoPE model crashes (`torch.stack` of no tensors)."""
@@ -253,6 +283,8 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "backend-fields-one-modality": _backend_fields_one_modality,
     "backend-logits-negated": _backend_logits_negated,
     "backend-text-only-stack": _backend_text_only_stack,
+    "backend-logits-scaled": _backend_logits_scaled,
+    "backend-row-shifted": _backend_row_shifted,
 }
 # media faults: hooks applied to the subject's items by the checkpoint-level checks
 MEDIA_FAULTS: dict[str, Callable[[list], list]] = {"swapped-items": swap_first_two}

@@ -192,8 +192,10 @@ def create_processor(path: str, impl: str, limits: Mapping[str, int], **config: 
 
 def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None = None
            ) -> Any:
-    """An in-process `LLM` with one sequence, a small KV cache (`engine_settings`) and no
-    processor cache."""
+    """An in-process `LLM` with one sequence, a small KV cache (`engine_settings`), no
+    processor cache and no prefix caching: the engine is shared by every model check of the
+    checkpoint, and a KV block an earlier request of the same prompt left (another check, or
+    the run before a planted fault) would stand in for the computation under test."""
     from vllm import LLM
 
     # An engine that failed or was dropped earlier may still await collection (cycles), and
@@ -213,6 +215,7 @@ def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None
         limit_mm_per_prompt=dict(limits),
         kv_cache_memory_bytes=settings.kv_cache_memory_bytes,
         mm_processor_cache_gb=0,
+        enable_prefix_caching=False,
         seed=0,
         **({} if dtype is None else {"dtype": dtype}),
     )
