@@ -1,9 +1,12 @@
-"""profiling: the backend's encoder budget per item covers every item it serves and is native's.
+"""profiling: the backend's encoder budget per item covers every item it serves and is native's,
+and it takes as many items per prompt as native vLLM.
 
 vLLM sizes its encoder cache and profiles memory from `get_mm_max_tokens_per_item` (the most
 embeddings one item of a modality can have). An item with more embeddings than that budget
 overflows what was reserved when it is served; a budget unlike native vLLM's reserves another
 amount of memory for the same checkpoint. The probes are the largest items the suites draw.
+The items a prompt may hold (`get_supported_mm_limits`) bound what vLLM accepts and profiles:
+a backend limit unlike native's accepts requests native refuses, or refuses what it serves.
 """
 
 from __future__ import annotations
@@ -63,6 +66,13 @@ def run(recipe: Recipe, path: str, **_: Any) -> Outcome:
                 differences.append(f"{modality}: an item has more embeddings than the budget "
                                    f"of {mine}: {over}")
         if recipe.native_in_vllm:
+            limits = {impl: vllm.create_processor(path, impl, {modality: 1}).info
+                      .get_supported_mm_limits().get(modality, 0) for impl in vllm.IMPLS}
+            data[f"{modality}_limits"] = limits
+            if limits[vllm.NATIVE] != limits[vllm.BACKEND]:
+                differences.append(f"{modality}: items per prompt: native "
+                                   f"{limits[vllm.NATIVE]} vs backend {limits[vllm.BACKEND]} "
+                                   "(None: no limit)")
             native = budget(path, vllm.NATIVE, modality)
             data[f"{modality}_native_budget"] = native
             if native != mine:
@@ -76,10 +86,12 @@ def run(recipe: Recipe, path: str, **_: Any) -> Outcome:
 CHECK = Check(
     id="profiling",
     statement="The backend's encoder budget per item (get_mm_max_tokens_per_item) covers the "
-              "largest items served and equals native vLLM's.",
+              "largest items served and equals native vLLM's; so do its items per prompt.",
     hint="look at get_max_image_tokens / get_max_audio_tokens and the processor's token count "
          "for the largest image size",
     level="checkpoint", run=run,
     compared_with="the largest items served; native vLLM's budget",
     proof=Proof("backend-budget-halved", "llava", "more embeddings than the budget"),
+    more_proofs=(Proof("backend-one-item", "llava", "image: items per prompt: native None vs "
+                       "backend 1", subject="vllm-backend"),),
 )

@@ -205,6 +205,21 @@ def _backend_budget_halved() -> list[Any]:
     return [mock.patch.object(info, "get_mm_max_tokens_per_item", halved)]
 
 
+def _backend_dummy_options_dropped() -> list[Any]:
+    """vLLM's backend builds its dummy items without the deployment's dummy options
+    (`limit_mm_per_prompt={"image": {"width": 64, ...}}`): it profiles its largest item."""
+    from vllm.config.multimodal import MultiModalDummyOptions
+    from vllm.model_executor.models.transformers import multimodal
+
+    builder = multimodal.MultiModalDummyInputsBuilder
+    original = builder.get_dummy_mm_data
+
+    def dropped(self: Any, seq_len: int, mm_counts: Any, mm_options: Any) -> Any:
+        return original(self, seq_len, mm_counts, MultiModalDummyOptions())
+
+    return [mock.patch.object(builder, "get_dummy_mm_data", dropped)]
+
+
 def _backend_logits_negated() -> list[Any]:
     """vLLM's backend model returns the negated logits: every greedy choice changes."""
     from vllm.model_executor.models.transformers.causal import CausalMixin
@@ -216,6 +231,19 @@ def _backend_logits_negated() -> list[Any]:
         return None if logits is None else -logits
 
     return [mock.patch.object(CausalMixin, "compute_logits", compute_logits)]
+
+
+def _backend_one_item() -> list[Any]:
+    """vLLM's backend takes one item of each modality per prompt."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    info = multimodal.MultiModalProcessingInfo
+    original = info.get_supported_mm_limits
+
+    def one(self: Any) -> Any:
+        return dict.fromkeys(original(self), 1)
+
+    return [mock.patch.object(info, "get_supported_mm_limits", one)]
 
 
 def _backend_logits_scaled() -> list[Any]:
@@ -279,12 +307,14 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "errors-swallowed": _errors_swallowed,
     "backend-offset-shift": _backend_offset_shift,
     "backend-budget-halved": _backend_budget_halved,
+    "backend-dummy-options-dropped": _backend_dummy_options_dropped,
     "backend-rows-per-token": _backend_rows_per_token,
     "backend-fields-one-modality": _backend_fields_one_modality,
     "backend-logits-negated": _backend_logits_negated,
     "backend-text-only-stack": _backend_text_only_stack,
     "backend-logits-scaled": _backend_logits_scaled,
     "backend-row-shifted": _backend_row_shifted,
+    "backend-one-item": _backend_one_item,
 }
 # media faults: hooks applied to the subject's items by the checkpoint-level checks
 MEDIA_FAULTS: dict[str, Callable[[list], list]] = {"swapped-items": swap_first_two}
