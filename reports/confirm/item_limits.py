@@ -41,3 +41,12 @@ for impl in ("vllm", "transformers"):
         print(f"model_impl={impl!r}: get_supported_mm_limits()[{modality!r}] = {limits[impl]}; "
               f"limit_mm_per_prompt 2: {type(error).__name__}: {' '.join(str(error).split())[:200]}")
 sys.exit(1 if limits["vllm"] != limits["transformers"] else 0)
+
+# Measured 2026-12-03, vLLM 0.31.0 (.venv), transformers 5.17.0, this project's tiny fixtures:
+#   paligemma image:
+#   model_impl='vllm': get_supported_mm_limits()['image'] = 1; with limit_mm_per_prompt 2 it
+#     allows 1
+#   model_impl='transformers': get_supported_mm_limits()['image'] = None; with
+#     limit_mm_per_prompt 2 it allows 2                                        (exit 1)
+#   audioflamingo3 audio: native 1 (allows 1), backend None (allows 2)         (exit 1)
+#   llava image (a control): None and None, both allow 2                       (exit 0)
