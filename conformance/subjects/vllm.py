@@ -33,6 +33,9 @@ GPU_ENGINE_MAX_MODEL_LEN = 8192  # on a GPU: room for real checkpoints' prompts
 MIN_KV_CACHE_BYTES = 32 * 1024 * 1024
 KV_CACHE_SHARE = 0.25  # at most this share of the device's free memory goes to one KV cache
 Options = tuple[tuple[str, Any], ...]
+# Items of each modality a prompt may hold (limit_mm_per_prompt): a count, or vLLM's dummy
+# options for profiling with their count ({"count": 1, "width": 64, "height": 64})
+Limits = Mapping[str, int | Mapping[str, int]]
 
 
 # --- which half of a checkpoint each implementation reads --------------------------------------
@@ -68,7 +71,7 @@ def load_options(path: str, impl: str) -> dict[str, str]:
 # --- configs, processors, engines --------------------------------------------------------------
 
 
-def model_config(path: str, impl: str, limits: Mapping[str, int], *, options: Options = (),
+def model_config(path: str, impl: str, limits: Limits, *, options: Options = (),
                  max_model_len: int | None = None, cache_gb: float = 0, **overrides: Any):
     """vLLM's `ModelConfig`; `options` are model-level processor options
     (`mm_processor_kwargs`, as a deployment sets them); `cache_gb` sizes the processor cache.
@@ -185,7 +188,7 @@ def processor_from(config: Any) -> Any:
     return MULTIMODAL_REGISTRY.create_processor(config)
 
 
-def create_processor(path: str, impl: str, limits: Mapping[str, int], **config: Any) -> Any:
+def create_processor(path: str, impl: str, limits: Limits, **config: Any) -> Any:
     """The processor of `model_config(path, impl, limits, **config)`."""
     return processor_from(model_config(path, impl, limits, **config))
 
@@ -225,6 +228,36 @@ def item_limits(processor: Any) -> dict[str, int]:
     """Items of each modality a prompt may hold: the harness's cap lowered to the processor's
     own limit (`get_supported_mm_limits`), as vLLM lowers it."""
     return dict(processor.info.allowed_mm_limits)
+
+
+# --- the dummy inputs vLLM profiles with --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DummyItems:
+    """One implementation's dummy items of a modality, as vLLM profiles memory with them."""
+
+    sizes: tuple[tuple[int, ...], ...]  # per item: an image (width, height), an audio (samples,)
+    embeds: tuple[int, ...]  # per item: the embeddings its placeholder holds once processed
+
+
+def dummy_items(path: str, impl: str, modality: str,
+                options: Mapping[str, int] | None = None) -> DummyItems:
+    """The dummy item vLLM profiles one item of `modality` with (its encoder profile asks
+    `get_dummy_mm_inputs({modality: 1})`), with the dummy options a deployment gives as
+    `limit_mm_per_prompt={modality: {"count": 1, **options}}`; raises what building or
+    processing it raises (an engine that cannot process it does not start)."""
+    processor = create_processor(path, impl, {modality: {"count": 1, **options} if options else 1})
+    config = processor.info.ctx.model_config
+    # the builder's own items (sizes): what `get_dummy_mm_inputs` builds and then processes
+    built = processor.get_dummy_inputs(config.max_model_len, {modality: 1},
+                                       config.get_multimodal_config().limit_per_prompt)
+    items = built.mm_data_items[modality]
+    sizes = tuple((items.get_image_size(i).width, items.get_image_size(i).height)
+                  if modality == "image" else (items.get_audio_length(i),)
+                  for i in range(items.get_count()))
+    placed = processor.get_dummy_mm_inputs({modality: 1})["mm_placeholders"].get(modality, [])
+    return DummyItems(sizes, tuple(int(p.get_num_embeds()) for p in placed))
 
 
 # --- vLLM's output as impl's dataclass ---------------------------------------------------------
