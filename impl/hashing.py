@@ -41,20 +41,27 @@ def _feed(digest: Any, value: Any) -> None:
         digest.update(f"value|{value!r}|".encode())
 
 
-def media_hash(model_id: str, modality: str, item: Any, options: Mapping[str, Any]) -> str:
-    """sha256 of the model, the modality, the input item and the processor options."""
+def media_hash(model_id: str, modality: str, item: Any, options: Mapping[str, Any],
+               request: Mapping[str, Any] | None = None) -> str:
+    """sha256 of the model, the modality, the input item, the model-level processor options
+    and the request's own (`request`: vLLM keys an item by the options its request gave, so
+    one cache never serves an item processed under other request options)."""
     digest = hashlib.sha256()
     digest.update(f"{model_id}\0{modality}\0".encode())
     _feed(digest, item)
     _feed(digest, dict(options))
+    if request:  # fed only when given: a request without options keeps the key it always had
+        digest.update(b"request\0")
+        _feed(digest, dict(request))
     return digest.hexdigest()
 
 
 def media_hashes(
-    model_id: str, media: Mapping[str, list[Any]], options: Mapping[str, Any]
+    model_id: str, media: Mapping[str, list[Any]], options: Mapping[str, Any],
+    request: Mapping[str, Any] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     return {
-        modality: tuple(media_hash(model_id, modality, item, options) for item in items)
+        modality: tuple(media_hash(model_id, modality, item, options, request) for item in items)
         for modality, items in media.items()
     }
 

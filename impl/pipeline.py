@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,18 @@ from impl.version import placeholder_strategy
 STRATEGIES = ("legacy", "offsets")
 
 Media = dict[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class ModelLevel:
+    """The processor built under the model-level options alone, and those options: what the
+    backend reads in place of a request's in a few steps, so a request's options never reach
+    them. The Offsets path counts each image's rows with both; the Legacy path counts image
+    tokens with the options (on the processor the request built) and takes each modality's
+    token ids from this processor."""
+
+    processor: Any
+    kwargs: Mapping[str, Any]
 
 
 def strategy_for(version: str) -> str:
@@ -101,9 +114,11 @@ def reprocess_audios(
 
 
 def offsets_hf_inputs(
-    processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None
+    processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None,
+    model: ModelLevel | None = None,
 ) -> dict[str, Any]:
-    """Media processed beside a dummy prompt, with each item's replacement recorded."""
+    """Media processed beside a dummy prompt, with each item's replacement recorded; each
+    image's rows counted at the `model` level (default: `processor` and `kwargs`)."""
     data: dict[str, Any] = processor_data(media)
     if not data:
         return {}
@@ -132,7 +147,9 @@ def offsets_hf_inputs(
         hf_inputs.pop("input_ids", None)
         return hf_inputs
     replacements = replacement_token_ids(tokenizer, entries)
-    record_replacements(hf_inputs, replacements, processor, data.get("images"), kwargs)
+    model = model or ModelLevel(processor, kwargs)
+    record_replacements(hf_inputs, replacements, model.processor, data.get("images"),
+                        model.kwargs)
     hf_inputs.pop("input_ids")
     return hf_inputs
 
@@ -166,10 +183,11 @@ def check_placeholder_counts(
 
 
 def processed_items(
-    processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None
+    processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None,
+    model: ModelLevel | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Per modality, each item's fields, its replacement ids among them."""
-    hf_inputs = offsets_hf_inputs(processor, media, kwargs, dtype)
+    hf_inputs = offsets_hf_inputs(processor, media, kwargs, dtype, model)
     return split_items(hf_inputs, field_specs(processor, hf_inputs))
 
 
@@ -180,6 +198,7 @@ def cached_items(
     dtype: torch.dtype | None,
     cache: ProcessorCache,
     hashes: Mapping[str, Sequence[str]],
+    model: ModelLevel | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """The items the cache holds, and the others processed together without them (and then
     stored), in the request's order."""
@@ -187,7 +206,7 @@ def cached_items(
     missing = {m: [item for item, hit in zip(items, found[m], strict=True) if hit is None]
                for m, items in media.items()}
     fresh = processed_items(processor, {m: its for m, its in missing.items() if its}, kwargs,
-                            dtype) if any(missing.values()) else {}
+                            dtype, model) if any(missing.values()) else {}
     merged: dict[str, list[dict[str, Any]]] = {}
     for modality, hits in found.items():
         new = iter(fresh.get(modality, []))
@@ -208,12 +227,13 @@ def run_offsets(
     dtype: torch.dtype | None,
     cache: ProcessorCache | None = None,
     hashes: Mapping[str, Sequence[str]] | None = None,
+    model: ModelLevel | None = None,
 ) -> tuple[list[int], dict[str, list[Placeholder]], dict[str, list[dict[str, Any]]]]:
     counts = {modality: len(items) for modality, items in media.items()}
     if cache is None or hashes is None:
-        items = processed_items(processor, media, kwargs, dtype)
+        items = processed_items(processor, media, kwargs, dtype, model)
     else:
-        items = cached_items(processor, media, kwargs, dtype, cache, hashes)
+        items = cached_items(processor, media, kwargs, dtype, cache, hashes, model)
     tokenizer = tokenizer_of(processor)
     updates = bind_replacements(build_replacements(processor, tokenizer, items), counts)
     check_item_counts(items, counts)
@@ -230,8 +250,10 @@ def run_legacy(
     kwargs: Mapping[str, Any],
     config: Any,
     dtype: torch.dtype | None,
+    model: ModelLevel | None = None,
 ) -> tuple[list[int], dict[str, list[Placeholder]], dict[str, list[dict[str, Any]]]]:
     counts = {modality: len(items) for modality, items in media.items()}
+    model = model or ModelLevel(processor, kwargs)
     tokenizer = tokenizer_of(processor)
     prompt_text = processor.decode(prompt_ids)
     # the decoded text already holds its special tokens; nothing may be truncated away
@@ -261,7 +283,7 @@ def run_legacy(
 
     placeholders: dict[str, list[Placeholder]] = {}
     if num_audios := counts.get("audio", 0):
-        audio_ids = mm_token_ids(processor, config, tokenizer, "audio")
+        audio_ids = mm_token_ids(model.processor, config, tokenizer, "audio")
         placeholders["audio"] = audio_placeholders(expanded, audio_ids, num_audios)
         out["num_audio_tokens"] = torch.tensor([p.length for p in placeholders["audio"]])
     if num_images := counts.get("image", 0):
@@ -269,11 +291,13 @@ def run_legacy(
         require_type_ids(type_ids, name)
         positions = image_typed_positions(type_ids)
         sizes = [image_size_hw(image) for image in media["image"]]
-        mm_counts = processor._get_num_multimodal_tokens(image_sizes=sizes, **dict(kwargs))
+        # the processor the request built, asked with the model-level options only: the
+        # backend's count there takes no request option but those the processor was built with
+        mm_counts = processor._get_num_multimodal_tokens(image_sizes=sizes, **dict(model.kwargs))
         split = list(mm_counts["num_image_tokens"])
         check_image_token_total(positions, split, name, num_images)
         if split:
-            image_ids = mm_token_ids(processor, config, tokenizer, "image")
+            image_ids = mm_token_ids(model.processor, config, tokenizer, "image")
             placeholders["image"] = split_image_placeholders(expanded, positions, split, image_ids)
         out["num_image_patches"] = torch.tensor(mm_counts["num_image_patches"])
 
@@ -290,6 +314,8 @@ def process(
     *,
     strategy: str | None = None,
     processor_kwargs: Mapping[str, Any] | None = None,
+    request_kwargs: Mapping[str, Any] | None = None,
+    request_processor: Any = None,
     config: Any = None,
     dtype: torch.dtype | None = None,
     cache: ProcessorCache | None = None,
@@ -297,32 +323,41 @@ def process(
 ) -> ProcessedPrompt:
     """Expand `prompt` for its media and cut the processed media into per-item fields.
 
-    `processor_kwargs` are model-level processor options (passed to every processor call and
-    to its token counting). `config` is the model's HF config, consulted by the legacy strategy
-    for token ids. `strategy` defaults to the one the installed transformers calls for.
-    `cache`: a processor cache the Offsets path takes items from and stores them in, under
-    the hash of `model_id`, the item and the options (the Legacy path never consults it).
+    `processor` is built under the model-level processor options `processor_kwargs` (passed to
+    every processor call and to its token counting). `request_kwargs` are one request's own
+    options (its `mm_processor_kwargs`), each overriding the model-level option of its name;
+    `request_processor` is the processor built under both (default `processor`), which then
+    makes every call: only the count of each image's rows keeps `processor` and the model-level
+    options (see `ModelLevel`). `config` is the model's HF config, consulted by the legacy
+    strategy for token ids. `strategy` defaults to the one the installed transformers calls
+    for. `cache`: a processor cache the Offsets path takes items from and stores them in, under
+    the hash of `model_id`, the item and both levels of options (the Legacy path never
+    consults it).
     """
     strategy = strategy or installed_strategy()
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
-    kwargs = dict(processor_kwargs or {})
+    model = ModelLevel(processor, dict(processor_kwargs or {}))
+    request = dict(request_kwargs or {})
+    kwargs = {**model.kwargs, **request}
+    caller = processor if request_processor is None else request_processor
     media = parse_media(processor, mm_data)
     prompt_ids = encode_prompt(tokenizer_of(processor), prompt)
     # read only by the cache check, so computed on first read, unless the cache needs them now
-    known = media_hashes(model_id, media, kwargs) if cache is not None else None
+    known = media_hashes(model_id, media, model.kwargs, request) if cache is not None else None
     if strategy == "offsets":
-        expanded, placeholders, items = run_offsets(processor, prompt_ids, media, kwargs, dtype,
-                                                    cache, known)
+        expanded, placeholders, items = run_offsets(caller, prompt_ids, media, kwargs, dtype,
+                                                    cache, known, model)
     else:
         expanded, placeholders, items = run_legacy(
-            processor, prompt_ids, media, kwargs, config, dtype
+            caller, prompt_ids, media, kwargs, config, dtype, model
         )
     return ProcessedPrompt(
         prompt_ids=tuple(int(t) for t in expanded),
         placeholders={m: tuple(ps) for m, ps in placeholders.items()},
         item_fields=items,
         item_hashes=ItemHashes(
-            lambda: known if known is not None else media_hashes(model_id, media, kwargs)
+            lambda: known if known is not None else media_hashes(model_id, media, model.kwargs,
+                                                                 request)
         ),
     )

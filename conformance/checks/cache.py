@@ -6,15 +6,23 @@ the outputs are equal, a repeated request hits the cache and returns the same, a
 first item alone was cached before (a partial hit) and one whose items were cached in the other
 order (a reordered hit) give what they give uncached, and the backend's cached outputs equal
 native vLLM's through native's own cache; an item's hash and data are the same alone and inside
-the batch, in either order.
+the batch, in either order; a case's options given per request (`per_request`) after its items
+were cached without them hit none of those items (no more hits than through an empty cache) and
+give what the request gives uncached, and what native's cache gives for the same requests.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from conformance.checks import per_request
 from conformance.checks.contract import Check, Outcome, Proof
-from conformance.checks.differences import output_difference, prompt_difference, value_difference
+from conformance.checks.differences import (
+    error_text,
+    output_difference,
+    prompt_difference,
+    value_difference,
+)
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
 
@@ -26,6 +34,7 @@ REORDERED = "reordered hit"
 NATIVE = "cached vs native's cache"
 ALONE = "alone vs batch"
 ORDER = "order"
+REQUEST = per_request.REQUEST
 
 
 def claims(ctx: Context) -> tuple[str, ...]:
@@ -34,7 +43,8 @@ def claims(ctx: Context) -> tuple[str, ...]:
     return (FORM, ALONE, *((ON_OFF, REPEATED) if cached else ()),
             *((PARTIAL, REORDERED) if cached and several else ()),
             *((NATIVE,) if cached and "vllm-native" in ctx.oracles else ()),
-            *((ORDER,) if several else ()))
+            *((ORDER,) if several else ()),
+            *(per_request.claims(ctx) if cached else ()))
 
 
 def cached_sequence(subject: Any, case: Case) -> dict[str, Any]:
@@ -109,7 +119,46 @@ def run(ctx: Context, case: Case) -> Outcome:
     if flipped is not None:
         exercised.add(ORDER)
         differences += order_differences(case, base, flipped)[:1]
+    if hasattr(subject, "new_cache") and case.processor_kwargs:
+        found, requested = request_differences(ctx, case)
+        differences += found
+        exercised |= {REQUEST} if requested else set()
     return Outcome.judged(differences, exercised)
+
+
+def request_differences(ctx: Context, case: Case) -> tuple[list[str], bool]:
+    """The case's options given per request, through a cache that holds its items processed
+    without them (`per_request.cached_request`): against the same request uncached, its hits
+    against its hits through an empty cache, and against native vLLM's cache given the same
+    requests; and whether that was compared (not where the items cannot be processed without
+    the options)."""
+    uncached, found = per_request.subject_output(ctx, case)
+    if uncached is None:  # raising per request is the difference; a cache changes nothing
+        return found, True
+    label = per_request.label(case)
+    try:
+        mine = per_request.cached_request(ctx.subject, case)
+    except Exception as error:  # it processed the same request uncached
+        return [f"{label}: through the cache after its items without them: raised "
+                f"{error_text(error)}"], True
+    if mine is None:
+        return [], False
+    if difference := output_difference(uncached, mine["requested"]):
+        found.append(f"{label}: after its items were cached without them vs uncached: "
+                     f"{difference}")
+    if mine["hits"] != mine["own hits"]:
+        found.append(f"{label}: the request hit {mine['hits']} cached item(s) after its items "
+                     f"were cached without them, {mine['own hits']} through an empty cache: "
+                     "the cache key leaves out the request's options")
+    if "vllm-native" in ctx.oracles:
+        native = ctx.oracle_derived(  # None: native rejects the requests, nothing to compare
+            "vllm-native cached per request", case,
+            lambda: per_request.cached_request(ctx.oracles["vllm-native"], case))
+        if native is not None and (difference := prompt_difference(
+                native["requested"], mine["requested"], ("vllm-native", ctx.subject.name))):
+            found.append(f"{label}: its items cached without them first, then the request "
+                         f"through each one's cache: {difference}")
+    return found, True
 
 
 def order_differences(case: Case, base: Any, flipped: Any) -> list[str]:
@@ -132,10 +181,14 @@ def order_differences(case: Case, base: Any, flipped: Any) -> list[str]:
 CHECK = Check(
     id="cache",
     statement="Outputs are independent of the cache (repeated, partial and reordered hits, "
-              "and as native's cache gives them), of neighbours and order, and of prompt form.",
+              "and as native's cache gives them), of neighbours and order, and of prompt form; "
+              "a request's own processor options are part of its items' cache key.",
     hint="an item's processed data depends on its neighbours or on the prompt form: batch "
          "padding that image_sizes does not describe, or a hash that is not per item",
     level="case", run=run, claims=claims,
     compared_with="the subject uncached, alone and in order; native vLLM's cache",
     proof=Proof("hash-neighbours", "llava", "depends on its neighbours"),
+    more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
+                       "request options {'max_pixels': 784}: the request hit",
+                       subject="vllm-backend", sub_property=REQUEST),),
 )

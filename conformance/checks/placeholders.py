@@ -1,8 +1,10 @@
-"""placeholders: per item, offset, length and embedding positions equal native vLLM's."""
+"""placeholders: per item, offset, length and embedding positions equal native vLLM's, with a
+case's processor options model-level and (`per_request`) given per request."""
 
 from __future__ import annotations
 
-from conformance.checks.contract import PASS, Check, Outcome, Proof
+from conformance.checks import per_request
+from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import prompt_differences
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
@@ -11,17 +13,23 @@ from conformance.subjects.context import Context
 def run(ctx: Context, case: Case) -> Outcome:
     oracle = ctx.reference
     expected, actual = ctx.oracle_output(oracle, case), ctx.subject_output(case)
-    found = prompt_differences(expected, actual, (oracle, ctx.subject.name))
-    return Outcome.judged([f"vs {oracle}: {d}" for d in found], set()) if found else PASS
+    found = [f"vs {oracle}: {d}" for d in
+             prompt_differences(expected, actual, (oracle, ctx.subject.name))]
+    requested, exercised = per_request.differences(ctx, case, actual, prompt_differences)
+    return Outcome.judged(found + requested, {per_request.REQUEST} if exercised else set())
 
 
 CHECK = Check(
     id="placeholders",
     statement="Per item, placeholder offset, length and embedding positions equal native "
-              "vLLM's.",
+              "vLLM's, with processor options model-level and per request.",
     hint="item ranges differ from native vLLM's: check which tokens the processor marks in "
-         "mm_token_type_ids / the replacement text, and the embedding token",
-    level="case", run=run,
+         "mm_token_type_ids / the replacement text, and the embedding token; per request: "
+         "whether the request's options (hf_processor_mm_kwargs) reach every processor call",
+    level="case", run=run, claims=per_request.claims,
     compared_with="native vLLM, else the HF processor",
     proof=Proof("offset-shift", "llava", "ranges differ"),
+    more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
+                       "request options {'max_pixels': 784}: vs vllm-native: prompt ids differ",
+                       subject="vllm-backend", sub_property=per_request.REQUEST),),
 )

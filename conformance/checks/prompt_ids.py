@@ -1,11 +1,20 @@
-"""prompt-ids: the subject's expanded prompt ids equal native vLLM's and the HF processor's."""
+"""prompt-ids: the subject's expanded prompt ids equal native vLLM's and the HF processor's,
+with a case's processor options model-level and (`per_request`) given per request."""
 
 from __future__ import annotations
 
-from conformance.checks.contract import PASS, Check, Outcome, Proof
-from conformance.checks.differences import ids_difference
+from conformance.checks import per_request
+from conformance.checks.contract import Check, Outcome, Proof
+from conformance.checks.differences import Names, ids_difference
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
+from impl.types import ProcessedPrompt
+
+
+def ids_differences(expected: ProcessedPrompt, actual: ProcessedPrompt, names: Names
+                    ) -> list[str]:
+    difference = ids_difference(expected.prompt_ids, actual.prompt_ids, names)
+    return [difference] if difference else []
 
 
 def run(ctx: Context, case: Case) -> Outcome:
@@ -15,19 +24,24 @@ def run(ctx: Context, case: Case) -> Outcome:
     found = []
     for name in ("vllm-native", "hf"):
         if name in ctx.oracles:
-            difference = ids_difference(ctx.oracle_output(name, case).prompt_ids,
-                                        actual.prompt_ids, (name, ctx.subject.name))
-            if difference:
-                found.append(f"vs {name}: {difference}")
-    return Outcome.judged(found, set()) if found else PASS
+            found += [f"vs {name}: {difference}" for difference in ids_differences(
+                ctx.oracle_output(name, case), actual, (name, ctx.subject.name))]
+    requested, exercised = per_request.differences(ctx, case, actual, ids_differences)
+    return Outcome.judged(found + requested, {per_request.REQUEST} if exercised else set())
 
 
 CHECK = Check(
     id="prompt-ids",
-    statement="The subject's expanded prompt ids equal native vLLM's and the HF processor's.",
+    statement="The subject's expanded prompt ids equal native vLLM's and the HF processor's, "
+              "with processor options model-level and per request.",
     hint="the prompt ids differ from the HF processor's own expansion: check how the "
-         "processor's replace_<modality>_token text tokenizes next to its neighbours",
-    level="case", run=run,
+         "processor's replace_<modality>_token text tokenizes next to its neighbours; per "
+         "request: whether the request's options (hf_processor_mm_kwargs) reach every "
+         "processor call",
+    level="case", run=run, claims=per_request.claims,
     compared_with="native vLLM and the HF processor",
     proof=Proof("options-ignored", "qwen2_vl", "prompt ids differ"),
+    more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
+                       "request options {'max_pixels': 784}: vs vllm-native: prompt ids differ",
+                       subject="vllm-backend", sub_property=per_request.REQUEST),),
 )

@@ -68,3 +68,17 @@ def processor_defaults_restored() -> Iterator[None]:
         yield
     finally:
         _SNAPSHOT.restore()
+
+
+@contextlib.contextmanager
+def processor_defaults_fresh() -> Iterator[None]:
+    """`processor_defaults_restored`, restored on entry as well: the block starts from the
+    defaults every case starts from, whatever options ran earlier in the same case (a request
+    giving options per request must not find them already made the defaults by the same
+    options given model-level)."""
+    _SNAPSHOT.refresh()
+    _SNAPSHOT.restore()
+    try:
+        yield
+    finally:
+        _SNAPSHOT.restore()

@@ -8,7 +8,8 @@ same generated cases.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from impl.types import ProcessedPrompt
@@ -23,6 +24,23 @@ def _or_none(compute: Any) -> Any:
 
 class OracleFailed(RuntimeError):
     """An oracle could not process a valid case: the case says nothing about the subject."""
+
+
+def per_request(party: Any, case: Any, **kwargs: Any) -> ProcessedPrompt:
+    """`case` processed by `party`'s default processor (built without model-level options),
+    the case's processor options given as the request's own (`mm_processor_kwargs`);
+    `kwargs` go to `party.process` as they are (`cache=`).
+
+    Processors make the options they count tokens with their class's defaults
+    (`conformance.run.isolation`): the case's model-level runs, earlier in the same case, would
+    hand this request the options as defaults, and a processor that ignores them per request
+    would pass. So it starts from the defaults a deployment without model-level options has.
+    """
+    from conformance.run.isolation import processor_defaults_fresh
+
+    with processor_defaults_fresh():
+        return party.process(replace(case, processor_kwargs=()),
+                             request_kwargs=dict(case.processor_kwargs), **kwargs)
 
 
 @dataclass
@@ -42,14 +60,23 @@ class Context:
         function of the case (the `cache` check proves it; the processor's class defaults are
         restored between cases). Recomputed whenever a fault is planted. A failure is
         remembered and raised again."""
+        return self._subject("subject", case, lambda: self.subject.process(case))
+
+    def subject_request_output(self, case: Any) -> ProcessedPrompt:
+        """`subject_output` with the case's processor options given per request
+        (`per_request`), computed once the same way."""
+        return self._subject("subject per request", case, lambda: per_request(self.subject, case))
+
+    def _subject(self, kind: str, case: Any, compute: Callable[[], ProcessedPrompt]
+                 ) -> ProcessedPrompt:
         from conformance.subjects.faults import PLANTED
 
         if PLANTED or getattr(self.subject, "fault", None):
-            return self.subject.process(case)
-        key = ("subject", self.subject.name, case)
+            return compute()
+        key = (kind, self.subject.name, case)
         if key not in self._memo:
             try:
-                self._memo[key] = self.subject.process(case)
+                self._memo[key] = compute()
             except Exception as error:
                 self._memo[key] = error
         found = self._memo[key]
@@ -78,6 +105,13 @@ class Context:
         if key not in self._memo:
             self._memo[key] = _or_none(compute)
         return self._memo[key]
+
+    def oracle_request_output(self, name: str, case: Any) -> ProcessedPrompt | None:
+        """The oracle's output for `case` with its options given per request (`per_request`),
+        once per worker and checkpoint; None where the oracle rejects it (nothing to compare:
+        its model-level output may still be)."""
+        return self.oracle_derived(f"{name} per request", case,
+                                   lambda: per_request(self.oracles[name], case))
 
     @property
     def video(self) -> bool:

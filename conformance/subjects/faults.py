@@ -157,6 +157,25 @@ def _backend_offset_shift() -> list[Any]:
     return patches
 
 
+def _backend_request_options_ignored() -> list[Any]:
+    """vLLM's backend processor drops each request's own processor options (its
+    `mm_processor_kwargs`, reaching the processor as `hf_processor_mm_kwargs`): the request is
+    processed, and its items keyed in the processor cache, as if it gave none."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    patches = []
+    for cls in backend_processor_classes(multimodal):
+        original = cls.apply
+
+        def apply(self: Any, inputs: Any, *args: Any, _original: Any = original,
+                  **kwargs: Any) -> Any:
+            dropped = dataclasses.replace(inputs, hf_processor_mm_kwargs={})
+            return _original(self, dropped, *args, **kwargs)
+
+        patches.append(mock.patch.object(cls, "apply", apply))
+    return patches
+
+
 def _backend_rows_per_token() -> list[Any]:
     """vLLM's backend counts a grid image's rows after the 2x2 merge (tokens, not patches)."""
     from vllm.model_executor.models.transformers import multimodal
@@ -306,6 +325,7 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "options-ignored": _options_ignored,
     "errors-swallowed": _errors_swallowed,
     "backend-offset-shift": _backend_offset_shift,
+    "backend-request-options-ignored": _backend_request_options_ignored,
     "backend-budget-halved": _backend_budget_halved,
     "backend-dummy-options-dropped": _backend_dummy_options_dropped,
     "backend-rows-per-token": _backend_rows_per_token,

@@ -4,6 +4,8 @@ and the second oracle of every other (what the HF model itself scatters features
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from conformance.inputs.cases import Case
@@ -54,7 +56,15 @@ class HfSubject(CheckpointFiles):
     def embed_token_id(self, modality: str) -> int:
         return embed_token_id(self.config, modality)
 
-    def process(self, case: Case, **_: Any) -> ProcessedPrompt:
+    def process(self, case: Case, *, request_kwargs: Mapping[str, Any] | None = None,
+                **_: Any) -> ProcessedPrompt:
+        """`request_kwargs`: options of this request alone. The HF processor has no model
+        level to tell them from: a request's options are what the case's own are to it (call
+        kwargs, and construction arguments where its `__call__` takes none: `load_processor`),
+        so it takes them by processing the case under both, the request's winning."""
+        if request_kwargs:
+            merged = {**dict(case.processor_kwargs), **dict(request_kwargs)}
+            return self.process(replace(case, processor_kwargs=tuple(sorted(merged.items()))))
         text = case.prompt(self.recipe.placeholder[case.modality])
         processor = self.processor_for(case.processor_kwargs)
         media_key = {"image": "images", "audio": "audio"}.get(case.modality)

@@ -30,7 +30,10 @@ class ImplSubject(CheckpointFiles):
         return ProcessorCache()
 
     def process(self, case: Case, *, as_tokens: bool = False, cache: Any = None,
-                **_: Any) -> ProcessedPrompt:
+                request_kwargs: Mapping[str, Any] | None = None, **_: Any) -> ProcessedPrompt:
+        """`request_kwargs`: options of this request alone (its `mm_processor_kwargs`), over
+        the case's model-level ones; impl then builds the processor under both, as the backend
+        does, and keeps the model-level one for what the backend counts with it."""
         import impl.pipeline
         from conformance.subjects.faults import planted
 
@@ -38,11 +41,16 @@ class ImplSubject(CheckpointFiles):
         # impl's steps are looked up at call time, so a planted fault can stand in for them
         with planted(self.fault):
             processor = self.processor_for(case.processor_kwargs)
+            merged = {**dict(case.processor_kwargs), **dict(request_kwargs or {})}
+            request_processor = (self.processor_for(tuple(sorted(merged.items())))
+                                 if request_kwargs else None)
             if as_tokens:
                 prompt = processor.tokenizer.encode(
                     prompt, add_special_tokens=self.recipe.add_special_tokens)
             return impl.pipeline.process(processor, prompt, case.mm_data(),
                                          processor_kwargs=dict(case.processor_kwargs),
+                                         request_kwargs=request_kwargs,
+                                         request_processor=request_processor,
                                          config=self.config, cache=cache,
                                          model_id=self.path)
 

@@ -282,9 +282,13 @@ def from_vllm_output(out: Any) -> ProcessedPrompt:
     return ProcessedPrompt(tuple(out["prompt_token_ids"]), placeholders, fields, hashes)
 
 
-def apply(processor: Any, prompt: str | list[int], mm_data: dict, cache: Any = None) -> Any:
-    """vLLM's processed inputs (raw) for one prompt."""
-    return processor(prompt, processor.info.parse_mm_data(mm_data), cache=cache)
+def apply(processor: Any, prompt: str | list[int], mm_data: dict, cache: Any = None,
+          request_kwargs: Mapping[str, Any] | None = None) -> Any:
+    """vLLM's processed inputs (raw) for one prompt; `request_kwargs` are the request's own
+    processor options (its `mm_processor_kwargs`, which the renderer hands the processor as
+    `hf_processor_mm_kwargs`)."""
+    return processor(prompt, processor.info.parse_mm_data(mm_data),
+                     hf_processor_mm_kwargs=dict(request_kwargs or {}), cache=cache)
 
 
 # --- the subjects ------------------------------------------------------------------------------
@@ -307,7 +311,8 @@ class VllmSubject:
 
     A case's processor options are model-level (`LLM(mm_processor_kwargs=...)`, how a
     deployment sets them), so each distinct set gets its own `ModelConfig` and processor; impl
-    and the HF oracle take them the same way.
+    and the HF oracle take them the same way. `process(..., request_kwargs=...)` gives options
+    per request as well (a request's `mm_processor_kwargs`), over the case's model-level ones.
     """
 
     def __init__(self, name: str, model_impl: str, path: str, recipe: Any):
@@ -368,10 +373,11 @@ class VllmSubject:
                if isinstance(data, torch.Tensor) else None)
         return [int(n) for n in rows.tolist()], dim
 
-    def process(self, case: Case, *, cache: Any = None, as_tokens: bool = False) -> ProcessedPrompt:
+    def process(self, case: Case, *, cache: Any = None, as_tokens: bool = False,
+                request_kwargs: Mapping[str, Any] | None = None) -> ProcessedPrompt:
         processor = self.processor_for(case.processor_kwargs)
         prompt: str | list[int] = case.prompt(self.recipe.placeholder)
         if as_tokens:
             tokenizer = processor.info.get_tokenizer()
             prompt = tokenizer.encode(prompt, add_special_tokens=self.recipe.add_special_tokens)
-        return from_vllm_output(apply(processor, prompt, case.mm_data(), cache))
+        return from_vllm_output(apply(processor, prompt, case.mm_data(), cache, request_kwargs))

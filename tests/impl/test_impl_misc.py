@@ -42,6 +42,10 @@ def test_media_hash_is_of_the_input_item_model_and_options() -> None:
     assert media_hash("m", "audio", (audio, 16000), {}) != media_hash("m", "audio", audio, {})
     bf16 = torch.ones(3, dtype=torch.bfloat16)
     assert media_hash("m", "x", bf16, {}) != media_hash("m", "x", bf16.float(), {})
+    # a request's own options are part of the key; none keeps the key a request always had
+    assert media_hash("m", "image", red, {"size": 2}, {}) == key
+    assert media_hash("m", "image", red, {"size": 2}, {"size": 3}) != key
+    assert media_hash("m", "image", red, {}, {"size": 2}) != media_hash("m", "image", red, {})
 
 
 def test_placeholder_from_mask() -> None:
