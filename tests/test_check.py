@@ -124,7 +124,8 @@ def test_the_checkpoints_differ_from_their_recipes_as_intended(odd):
 
 
 def check(capfd, monkeypatch, path: Path, out: Path, *args: str) -> tuple[int, str, list]:
-    for name in ("CONFORMANCE_HYPOTHESIS_PROFILE", "CONFORMANCE_DEVICE", "CONFORMANCE_DTYPE"):
+    for name in ("CONFORMANCE_HYPOTHESIS_PROFILE", "CONFORMANCE_DEVICE", "CONFORMANCE_DTYPE",
+                 "CONFORMANCE_SEED"):
         monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
     code = main(["check", str(path), "--output", str(out), *args])
     captured = capfd.readouterr()

@@ -75,3 +75,13 @@ def test_the_upgrade_gate_takes_the_vllm_release_and_the_nightly_tests_0_33_0():
     assert 'bootstrap.py env --vllm "$VLLM"' in steps and 'run --vllm "$VLLM"' in steps
     lock = vllms.release("0.33.0").lock("gpu")
     assert "vllm==0.33.0\n" in lock.read_text() and "torch==2.14.0\n" in lock.read_text()
+
+
+def test_the_nightly_shows_the_seed_its_cases_were_drawn_from():
+    import yaml
+
+    nightly = yaml.safe_load((ROOT / ".github/workflows/nightly-gpu.yml").read_text())
+    steps = {step.get("name"): step.get("run", "") for step in nightly["jobs"]["gpu"]["steps"]}
+    assert "--profile nightly" in steps["Tiny fixtures, nightly profile"]
+    # `conformance run` prints it first; the summary repeats it from results.json
+    assert '["meta"]["seed"]' in steps["Summary"] and "tee -a" in steps["Summary"]

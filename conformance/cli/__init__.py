@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--checks", help="comma-separated checks (default: all)")
     run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
                      help="hypothesis profile (default: dev)")
+    run.add_argument("--seed", type=int, help="the suites' seed, to replay a run (default: "
+                     "fixed for dev and ci, a new one per nightly run; results.json records it)")
     run.add_argument("--jobs", type=int, default=None,
                      help="workers at once, each on its own share of the CPUs (default: the "
                      "CPUs this process may use, at most 4, on --device cpu; 1 on cuda)")

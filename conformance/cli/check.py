@@ -29,6 +29,8 @@ def add_arguments(check: argparse.ArgumentParser, default_output: str) -> None:
                        help="model checks' dtype (auto: float32 on cpu, bfloat16 on cuda)")
     check.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
                        help="hypothesis profile of the case-level checks (default: dev)")
+    check.add_argument("--seed", type=int, help="the case-level checks' seed, to replay a "
+                       "check (default: fixed for dev and ci, a new one per nightly run)")
     check.add_argument("--output", default=default_output,
                        help=f"report folder (default: {default_output})")
     check.add_argument("--export-repro", metavar="DIR",
@@ -41,6 +43,8 @@ def rerun_argv(args: argparse.Namespace) -> list[str]:
             args.profile, "--output", args.output]
     if args.checks:
         argv += ["--checks", args.checks]
+    if args.seed is not None:
+        argv += ["--seed", str(args.seed)]
     if args.export_repro:
         argv += ["--export-repro", args.export_repro]
     return argv
@@ -84,10 +88,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     import conformance.inputs.strategies  # noqa: F401 - registers the profiles
 
     settings.load_profile(args.profile)  # the suites run in this process
+    from conformance.run.suite import SEED_ENV, default_seed
+
+    seed = default_seed(args.profile) if args.seed is None else args.seed
+    os.environ[SEED_ENV] = str(seed)
     out = Path(args.output)
     repro_dir = Path(args.export_repro) if args.export_repro else out / "repro"
     print_header(args.checkpoint, path, recipe, note, installed_transformers(), args.device,
                  dtype)
+    print(f"  case-level checks: profile {args.profile}, seed {seed}", flush=True)
     verdicts = run_checks(recipe, str(path), checks)
     from conformance.results import report
     from conformance.results.standalone import write_standalone
@@ -101,7 +110,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     report.write_reports(out, verdicts, {
         "checkpoint": str(args.checkpoint), "architecture": recipe.architecture,
         "findings_of": recipe.name, "transformers": installed_transformers(),
-        "device": args.device, "dtype": dtype, "profile": args.profile,
+        "device": args.device, "dtype": dtype, "profile": args.profile, "seed": seed,
         "checks": list(checks)})
     print_verdicts(verdicts)
     print(f"\nreports: {out}/ (report.md, report.html, results.json, junit.xml)")

@@ -62,6 +62,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"merged_from": list(args.results),
             "seconds": sum(m.get("seconds") or 0 for m in metas)}
+    if seeds := sorted({m["seed"] for m in metas if "seed" in m}):  # the shards' suites'
+        meta.update({"seed": seeds[0]} if len(seeds) == 1 else {"seeds": seeds})
     report.write_reports(out, verdicts, meta)
     merged = report.latest_per_cell(verdicts)
     print(f"merged {len(args.results)} results into {out}/ ({len(merged)} cells)")

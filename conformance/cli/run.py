@@ -55,6 +55,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             if stale.is_file():
                 stale.unlink()
     verdicts = report.read_partial(partial)
+    from conformance.run.suite import SEED_ENV
+
+    seed = run_seed(args.seed, args.profile, verdicts)
+    os.environ[SEED_ENV] = str(seed)  # every worker's suites draw from it
     done = {v.key for v in verdicts}
     todo = [c for c in cells if c not in done]
     # a version a vLLM cannot run is its cells' n/a, said without starting a worker for it
@@ -64,7 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         vllm_axis.ensure_env(under_test[label], log=lambda m: print(m, flush=True))
     print(f"{len(cells)} cells ({len(done & set(cells))} already done): "
           f"{len(fixtures)} fixtures x {len(under_test)} vLLM x {len(versions)} transformers "
-          f"versions x {len(subjects)} subjects x {len(checks)} checks; profile {args.profile}; "
+          f"versions x {len(subjects)} subjects x {len(checks)} checks; profile {args.profile} "
+          f"(seed {seed}); "
           f"{args.jobs} job(s); vLLM under test: "
           + ", ".join(v.describe() for v in under_test.values()), flush=True)
     started = time.monotonic()
@@ -84,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "seconds": round(time.monotonic() - started, 1),
         "fixtures": list(fixtures), "versions": list(versions), "subjects": list(subjects),
-        "checks": list(checks), "profile": args.profile, "shard": args.shard,
+        "checks": list(checks), "profile": args.profile, "seed": seed, "shard": args.shard,
         "device": args.device, "dtype": args.dtype,
         "environment_transformers": ENV_VERSION,
         "vllm": list(under_test),
@@ -98,6 +103,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     report.print_table(verdicts)
     print(f"reports: {run_dir}/ (results.json, report.md, report.html, junit.xml)")
     return 1 if any(v.status in BAD for v in verdicts) else 0
+
+
+def run_seed(requested: int | None, profile: str, done: list[Verdict]) -> int:
+    """The seed of a run's suites: `--seed`, else the one the cells of the run it resumes drew
+    from (a resumed run stays one run), else the profile's (fixed for dev and ci, new for
+    nightly)."""
+    from conformance.run.suite import default_seed
+
+    resumed = {v.data["seed"] for v in done if "seed" in v.data}
+    if len(resumed) > 1 or (requested is not None and resumed - {requested}):
+        raise ValueError(f"the run folder's cells drew from seed {', '.join(map(str, resumed))}:"
+                         " resume with that --seed, or start a new run without --resume")
+    if requested is not None:
+        return requested
+    return resumed.pop() if resumed else default_seed(profile)
 
 
 MAX_DEFAULT_JOBS = 4  # each worker holds its engines and models: memory, not CPUs, bounds more

@@ -34,12 +34,19 @@ VIDEO_SIDES = (16, 96)
 # Every phase but `explain`: it re-runs an already shrunk failure many times to annotate which
 # parts of the case matter, most of a failing cell's time, and the reproducer says it better.
 PHASES = tuple(p for p in Phase if p is not Phase.explain)
-settings.register_profile("dev", max_examples=8, deadline=None, derandomize=True,
+# max_examples counts cases per search (default options, then option sets) that were not
+# rejected: dev's 25 is the floor a pass needs (`run/suite.py`, MIN_COMPARED). No profile keeps
+# an example database: a search's cases are its seed's alone.
+settings.register_profile("dev", max_examples=25, deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck), phases=PHASES)
-settings.register_profile("ci", max_examples=25, deadline=None,
+settings.register_profile("ci", max_examples=25, deadline=None, database=None,
                           suppress_health_check=list(HealthCheck), phases=PHASES)
-settings.register_profile("nightly", max_examples=200, deadline=None,
+settings.register_profile("nightly", max_examples=200, deadline=None, database=None,
                           suppress_health_check=list(HealthCheck), phases=PHASES)
+# The profiles whose runs all draw from one fixed seed (`run/suite.py`, SEARCH_SEED): the default
+# run and the pull requests' gate, whose verdicts must not move between runs of the same code.
+# Any other (nightly) draws a new seed per run, recorded in its results (`--seed` replays it).
+FIXED_SEED_PROFILES = ("dev", "ci")
 settings.load_profile(os.environ.get("CONFORMANCE_HYPOTHESIS_PROFILE") or "dev")
 
 
