@@ -88,9 +88,10 @@ def expect_error(ctx: Context, case: Case, what: str, needle: str = "",
         return None if placed == len(case.media) else silent
     try:
         native = ctx.oracle_output("vllm-native", case)
-    except Exception:
-        return Outcome(False, f"{what}: native vLLM rejects it, the subject accepts it "
-                              f"({len(case.media)} items placed as {located or 'nothing'})")
+    except Exception as error:  # what native says is the evidence a finding can name
+        said = " ".join(error_text(error).split())[:200]
+        return Outcome(False, f"{what}: native vLLM rejects it ({said}), the subject accepts "
+                              f"it ({len(case.media)} items placed as {located or 'nothing'})")
     if difference := prompt_difference(native, out, ("vllm-native", ctx.subject.name)):
         return Outcome(False, f"{what}: accepted, but unlike native vLLM: {difference}")
     return None
