@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="the main job: fixtures x versions x subjects x checks")
     run.add_argument("--fixtures", help="comma-separated fixtures (default: all)")
     run.add_argument("--versions", help="comma-separated transformers versions (default: "
-                     f"{','.join(DEFAULT_VERSIONS)}; `model` on vLLM's window + 1)")
+                     f"{','.join(DEFAULT_VERSIONS)})")
     run.add_argument("--vllm", help="comma-separated vLLMs under test: releases (each in its "
                      "own environment, built on demand) or folders holding a vllm package (a "
                      "source checkout, an unpacked wheel: first on the path of the release of "
