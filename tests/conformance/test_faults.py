@@ -14,6 +14,7 @@ import torch
 import transformers
 
 from conformance.checks import get_check, registry
+from conformance.checks.model.references import HF_PREFIX
 from conformance.inputs.cases import Case
 from conformance.inputs.media import Media, smoke_media
 from conformance.results.verdict import CellKey
@@ -121,17 +122,11 @@ def test_a_model_check_fails_through_the_hf_model_alone(check_id, proof):
     assert clean.status in ("pass", "xfail"), clean
     faulty = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture),
                             fault=proof.fault)
-    from impl.version import at_least
-
-    if not at_least(version, "5.15.0") and faulty.status == "xfail" and \
-            faulty.finding == clean.finding:
-        # Legacy path: aya_vision's backend raises before it decodes
-        # (legacy-structure-tokens-embedded), so no decoding fault can show; on the Offsets
-        # path (the first pass) the proof is strict
-        pytest.skip(f"{clean.finding} explains the clean cell on transformers {version} and "
-                    "absorbs the fault's evidence")
     assert faulty.status == "fail", faulty
-    assert proof.evidence in faulty.detail, faulty.detail
+    # on the Legacy path aya_vision's backend cannot place the images
+    # (legacy-structure-tokens-embedded): the fault shows through the text-only request
+    text_only = proof.evidence.replace(HF_PREFIX, f"{HF_PREFIX}text only: ", 1)
+    assert proof.evidence in faulty.detail or text_only in faulty.detail, faulty.detail
 
 
 NATIVE_FIXTURES = [name for name in available_recipes() if get_recipe(name).native_in_vllm]

@@ -135,8 +135,14 @@ def item_embeddings(recipe: Recipe, path: str, device: str, dtype: str, modality
 def mrope_positions(recipe: Recipe, path: str, device: str, dtype: str, prompt: str,
                     images: list) -> tuple[Any, int]:
     """(positions (3, tokens), delta) as the HF model's forward computes them."""
+    import torch
+
     ids, seen = forward_inputs(recipe, path, device, dtype, prompt, "image", images)
     positions = seen.get("position_ids")
+    if positions is None and not images:
+        # a text-only prompt: the model hands none, and its language model places every
+        # token at its cache position on each of the three rows
+        positions = torch.arange(len(ids)).expand(3, 1, -1)
     if positions is None or positions.ndim != 3:
         raise ValueError("the HF model handed its language model no M-RoPE positions")
     if positions.shape[0] == 4:  # text positions first, then the three M-RoPE rows

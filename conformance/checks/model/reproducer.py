@@ -93,8 +93,12 @@ def hf_item_embeddings(checkpoint: str, prompt_of_one: str, modality: str, items
 
 def hf_mrope(checkpoint: str, prompt: str, modality: str, items: list) -> tuple[Any, int]:
     """(positions (3, tokens), decode delta) as the HF model's forward computes them."""
+    import torch
+
     ids, seen = hf_language_model_inputs(checkpoint, prompt, modality, items)
-    positions = seen["position_ids"]
+    positions = seen.get("position_ids")
+    if positions is None and not items:  # text only: each row at the cache position
+        positions = torch.arange(len(ids)).expand(3, 1, -1)
     if positions.shape[0] == 4:  # text positions first, then the three M-RoPE rows
         positions = positions[1:]
     positions = positions[:, 0].long()
