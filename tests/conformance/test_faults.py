@@ -75,18 +75,7 @@ def test_the_backend_fault_a_sub_property_declares_makes_it_fail(check_id, proof
     pytest.param(c, marks=pytest.mark.model) if get_check(c).loads_model else c
     for c in CHECKPOINT_CHECKS])
 def test_the_fault_a_checkpoint_check_declares_makes_it_fail(check_id):
-    check = get_check(check_id)
-    proof, version = check.proof, transformers.__version__
-    recipe = get_recipe(proof.fixture)
-    key = CellKey(proof.fixture, version, "vllm-backend", check_id)
-    clean = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture))
-    if clean.status != "pass":
-        pytest.skip(f"{check_id} on {proof.fixture} is {clean.status} on transformers {version} "
-                    f"({clean.finding or clean.detail[:120]}): the proof needs a clean cell")
-    faulty = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture),
-                            fault=proof.fault)
-    assert faulty.status == "fail", faulty
-    assert proof.evidence in faulty.detail, faulty.detail
+    assert_clean_then_failing(check_id, get_check(check_id).proof, "vllm-backend")
 
 
 @pytest.mark.model
@@ -95,9 +84,15 @@ def test_the_fault_a_checkpoint_check_declares_makes_it_fail(check_id):
     for proof in c.more_proofs if proof.sub_property != "hf"])
 def test_a_further_fault_a_checkpoint_check_declares_makes_it_fail(check_id, proof):
     # a sub-property the main proof does not reach (mrope's text-only request)
+    assert_clean_then_failing(check_id, proof, proof.subject)
+
+
+def assert_clean_then_failing(check_id, proof, subject):
+    """The checkpoint-level cell passes clean (else the proof cannot speak: skipped) and fails
+    with the proof's evidence once its fault is planted."""
     check, version = get_check(check_id), transformers.__version__
     recipe = get_recipe(proof.fixture)
-    key = CellKey(proof.fixture, version, proof.subject, check_id)
+    key = CellKey(proof.fixture, version, subject, check_id)
     clean = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture))
     if clean.status != "pass":
         pytest.skip(f"{check_id} on {proof.fixture} is {clean.status} on transformers {version} "
