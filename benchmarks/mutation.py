@@ -26,6 +26,11 @@ reported beside it (`score_all_mutants`).
 
     .venv/bin/python benchmarks/mutation.py [--only ID,ID] [--list] [--json OUT]
     .venv/bin/python benchmarks/run.py --only mutation     # writes reports/bench.json
+    .venv/bin/python benchmarks/mutation.py --only ID,ID --merge reports/bench.json
+
+`--merge` adds the chosen mutants' outcomes to the stored entry (replacing theirs, keeping every
+other mutant's) and recomputes the score over all of them; each run that contributed is listed
+in the entry's `runs`.
 """
 
 from __future__ import annotations
@@ -78,6 +83,28 @@ MUTANTS: tuple[Mutant, ...] = (
            "both counts come from `_get_num_multimodal_tokens`; a rename or reorder of its keys "
            "makes the budget count rows of pixel data (1 per llava image) instead of tokens",
            ("llava",)),
+    Mutant("profile-image-tokens-key-qwen2-5-vl", "profiling: get_mm_max_tokens_per_item (image)",
+           'image_tokens = mm_tokens["num_image_tokens"][0]',
+           'image_tokens = mm_tokens["num_image_patches"][0]',
+           "the same key confusion as profile-image-tokens-key, on a model whose budget is "
+           "already a known finding (backend-image-budget-from-huge-probe): rows are 4x the "
+           "tokens after Qwen2.5-VL's 2x2 merge, so the budget of the 10000x10000 probe becomes "
+           "4 patches instead of 1 token",
+           ("qwen2_5_vl",)),
+    Mutant("one-item-limit", "profiling: items per prompt (get_supported_mm_limits)",
+           "return dict.fromkeys(self._get_supported_modalities())",
+           "return dict.fromkeys(self._get_supported_modalities(), 1)",
+           "'no limit' (None) replaced by a default of one item per modality, as many native "
+           "models declare ({'image': 1}): multi-image prompts are refused, and profiling "
+           "reserves for one item",
+           ("llava",)),
+    Mutant("dummy-options-dropped", "dummy inputs: the deployment's dummy options (image)",
+           'overrides=mm_options.get("image"),',
+           "overrides=None,",
+           "the dummy options of limit_mm_per_prompt={'image': {'width': 64, 'height': 64}} "
+           "lost in a refactor of get_dummy_mm_data (an argument left out, its default None): "
+           "profiling runs on the 10000x10000 image whatever the deployment asked for",
+           ("llava",)),
     Mutant("dummy-text-gemma3-boi", "dummy inputs: dummy text (image)",
            "image_token = processor.boi_token",
            "image_token = processor.image_token",
@@ -127,6 +154,13 @@ MUTANTS: tuple[Mutant, ...] = (
            "hashes listed in another order than the items (e.g. after sorting them), so the "
            "encoder cache files an item under its neighbour's hash",
            ("llava",), (LEGACY,)),
+    Mutant("legacy-request-options-dropped", "Legacy: a request's own processor options",
+           "hf_processor_mm_kwargs = inputs.hf_processor_mm_kwargs",
+           "hf_processor_mm_kwargs = {}",
+           "the request's mm_processor_kwargs (hf_processor_mm_kwargs) dropped, as the backend "
+           "already does where it counts tokens (`get_merged_mm_kwargs({})`): a request's "
+           "max_pixels never reaches the processor",
+           ("qwen2_vl",), (LEGACY,)),
     # --- Offsets placeholders (transformers >= 5.15) -------------------------------------------
     Mutant("offsets-embed-token-last", "replacements: embedding token of a replacement",
            "return int(replacement_ids.mode().values)",
@@ -147,6 +181,20 @@ MUTANTS: tuple[Mutant, ...] = (
            'cached_encode(tokenizer, entry["replacement"], add_special_tokens=True)',
            "the tokenizer's default restored: each replacement gains the BOS token",
            ("llava",)),
+    Mutant("offsets-request-options-dropped", "Offsets: a request's own processor options",
+           "mm_items, hf_kwargs",
+           "mm_items, {}",
+           "the request's mm_processor_kwargs (hf_kwargs) dropped from the HF call, as the "
+           "backend already does where it counts rows (`get_merged_mm_kwargs({})`): a "
+           "request's max_pixels never reaches the processor, while the cache still keys the "
+           "items by it",
+           ("qwen2_vl",)),
+    Mutant("offsets-reversed", "Offsets: replacements in the order of the offsets",
+           "for entry in offsets[0]:",
+           "for entry in reversed(offsets[0]):",
+           "spans walked back to front, the idiom for editing a string in place so that earlier "
+           "offsets stay valid: each item gets its neighbour's replacement once items differ",
+           ("qwen2_vl",)),
     Mutant("offsets-one-replacement", "replacements: one per item",
            "replacement=replacements.__getitem__,",
            "replacement=lambda index: replacements[0],",
@@ -236,6 +284,21 @@ MUTANTS: tuple[Mutant, ...] = (
            "return features.last_hidden_state",
            "transformers v5 returns a ModelOutput; its other field is the tower's raw output",
            ("llava",)),
+    Mutant("split-tiles-padded-count", "encoder: per-item split of multi-tile images",
+           "split_sizes = num_image_patches.flatten().tolist()",
+           "split_sizes = num_image_patches.flatten().max().repeat(num_image_patches.numel())"
+           ".tolist()",
+           "tiles per image taken as the most any image has, the count a batch is padded to "
+           "(Idefics3's processor pads its samples' tiles to the most, and its "
+           "get_image_features drops the all-zero ones): the encoder's rows are cut in the "
+           "wrong places once images have different tile counts",
+           ("idefics3", "aya_vision")),
+    Mutant("embeddings-bf16", "encoder: the dtype of the embeddings",
+           "embeddings.extend(process_input(**kwargs) or [])",
+           "embeddings.extend(e.to(torch.bfloat16) for e in process_input(**kwargs) or [])",
+           "a cast hard-coded for a bf16 kernel or copied from a bf16 checkpoint: an fp32 "
+           "deployment gets bf16-rounded embeddings (the merge casts them back to fp32)",
+           ("llava",)),
     Mutant("audio-split-last-hidden", "encoder: audio features split per item",
            "return self._split_embeddings(audio_output.pooler_output, split_sizes)",
            "return self._split_embeddings(audio_output.last_hidden_state, split_sizes)",
@@ -246,6 +309,24 @@ MUTANTS: tuple[Mutant, ...] = (
            "mrope_positions = mrope_positions[:, 0]",
            "mrope_positions = mrope_positions[0]",
            "the batch axis taken for the first: get_rope_index returns [3, batch, seq]",
+           ("qwen2_vl",)),
+    Mutant("mrope-text-only-stack", "M-RoPE: the image grids of a text-only request",
+           "image_grid_thw = torch.stack(image_grid_thw) if image_grid_thw else None",
+           "image_grid_thw = torch.stack(image_grid_thw)",
+           "the guard dropped as 'every M-RoPE request has images': a text-only request has no "
+           "grid, and torch.stack of none raises",
+           ("qwen2_5_vl",)),
+    Mutant("mrope-type-ids-end", "M-RoPE: token types of each placeholder",
+           "mm_token_type_ids[offset : offset + length] = mm_token_type_id",
+           "mm_token_type_ids[offset : offset + length - 1] = mm_token_type_id",
+           "an off-by-one reading the placeholder's end as inclusive: its last token is typed "
+           "as text, so get_rope_index places it (and shifts what follows) as text",
+           ("qwen2_vl",)),
+    Mutant("mrope-type-ids-shift", "M-RoPE: token types of each placeholder",
+           "mm_token_type_ids[offset : offset + length] = mm_token_type_id",
+           "mm_token_type_ids[offset + 1 : offset + length + 1] = mm_token_type_id",
+           "offsets read as 1-based (or as counted after a leading marker): each span typed one "
+           "token late, its first token as text and the token after it as image",
            ("qwen2_vl",)),
     Mutant("mrope-type-ids-embeds-only", "M-RoPE: token types of each placeholder",
            "offset, length = position.offset, position.length",
@@ -371,10 +452,13 @@ def run_matrix(fixtures: list[str], versions: list[str], output: Path,
 
 # An exception the subject raised, as the checks word it: "raised X", "backend: X",
 # "impl on 'prompt': X" (model checks join several problems with "; "), and errors' "the valid
-# case itself: the subject cannot process it: X"
-_EXCEPTION = re.compile(r"^(raised |(backend|impl)( on '[^']*')?: |the valid case itself: the "
-                        r"subject cannot process it: )[A-Za-z_][\w.]*(Error|Exception)\b")
-_PROBLEM = re.compile(r"; (?=(?:backend|impl)\b)")
+# case itself: the subject cannot process it: X"; each may follow labels of the prompt or the
+# reference ("text only: backend: X", "vs hf: text only: impl: X")
+_LABELS = r"(?:[\w .-]+: )*"
+_EXCEPTION = re.compile(rf"^{_LABELS}(raised |(backend|impl)( on '[^']*')?: |the valid case "
+                        r"itself: the subject cannot process it: )"
+                        r"[A-Za-z_][\w.]*(Error|Exception)\b")
+_PROBLEM = re.compile(rf"; (?={_LABELS}(?:backend|impl)\b)")
 
 
 def is_comparison(cell: dict) -> bool:
@@ -435,6 +519,26 @@ SHOULD_CATCH = {
     "offsets-missing-offsets-silent": "errors' 'processor without offsets' sub-case, which "
                                       "never runs once the n-1 sub-case meets the known bare "
                                       "assert (offsets-bare-assert)",
+    "profile-image-tokens-key-qwen2-5-vl":
+        "profiling on qwen2_5_vl: the budget becomes the probe's 4 patches, which on the tiny "
+        "geometry is native's 4, so 'native 4 vs backend 1' goes and only 'more embeddings than "
+        "the budget of 4' stays; backend-image-budget-from-huge-probe pools its evidence over "
+        "its fixtures, and that text (Qwen3-VL's) explains it here. Evidence per fixture "
+        "(qwen2_5_vl: 'budget per item: native 4 vs backend 1'), or an xfail whose documented "
+        "difference is gone counted as a change, would fail it",
+    "mrope-text-only-stack":
+        "its only effect is the exception: mrope (\"backend on 'text only': RuntimeError: stack "
+        "expects a non-empty TensorList\"), model and generate ('text only: backend: "
+        "RuntimeError') report it as raised where every reference places the prompt; a "
+        "comparison would need the raise compared as an outcome (native: positions of shape "
+        "(3, n) and a delta; backend: raised)",
+    "mrope-type-ids-end":
+        "get_rope_index raises on every prompt with an image (the image's run of token types is "
+        "one shorter than its grid: 'The expanded size of the tensor (39) must match the "
+        "existing size (41)'), so mrope, model and generate see only the exception; mrope "
+        "comparing the mm_token_type_ids the backend hands get_rope_index with the HF "
+        "processor's own for the prompt (step against step, as slicing does with impl's rows) "
+        "would catch it by a comparison",
 }
 
 
@@ -545,9 +649,46 @@ def stored_cells(folder: Path) -> dict[tuple[str, str, str], dict]:
             for c in json.loads(results.read_text())["cells"]}
 
 
+def merged(previous: dict, result: dict) -> dict:
+    """The stored entry `previous` with `result`'s mutants added, or replacing their earlier
+    outcomes; every other mutant's outcome is kept as it was judged, and the score is
+    recomputed over all of them. `runs` lists each run that contributed (the first from
+    `previous`'s own fields where it has no list yet)."""
+    order = [m.id for m in MUTANTS]
+    new = {r["id"]: r for r in result["results"]}
+    kept = [r for r in previous.get("results", []) if r["id"] not in new and r["id"] in order]
+    results = sorted([*kept, *new.values()], key=lambda r: order.index(r["id"]))
+    for r in results:  # which check should catch a mutant is the list's data, not a run's
+        if r["outcome"] != "killed (precise)":
+            r["should_catch"] = SHOULD_CATCH.get(r["id"], r.get("should_catch", "see its cells"))
+    fields = ("measured", "note", "seconds_total", "reference_seconds", "run_seconds",
+              "installed_file_untouched")
+    runs = list(previous.get("runs") or ([{
+        **{k: previous[k] for k in fields if k in previous},
+        "mutants": [r["id"] for r in previous["results"]]}] if previous.get("results") else []))
+    runs = [{**run, "mutants": [m for m in run["mutants"] if m not in new]} for run in runs]
+    runs = [run for run in runs if run["mutants"]]
+    runs.append({"measured": result.get("measured", time.strftime("%Y-%m-%d")),
+                 "mutants": [r["id"] for r in result["results"]],
+                 **{k: result[k] for k in fields[2:] if k in result}})
+    return summarise(results, {
+        "runs": runs,
+        "seconds_total": round(sum(run.get("seconds_total", 0) for run in runs), 1),
+        "reference_seconds": round(sum(run.get("reference_seconds", 0) for run in runs), 1),
+        "cell_timeout_s": CELL_TIMEOUT_S,
+        "installed_file_untouched": all(run.get("installed_file_untouched", False)
+                                        for run in runs),
+        "installed_fingerprint": result["installed_fingerprint"],
+        "imported_from": result["imported_from"],
+        "pending": [m for m in order if m not in {r["id"] for r in results}],
+        "measured": time.strftime("%Y-%m-%d"),
+    })
+
+
 def rejudge(previous: dict) -> dict:
     """Judge every stored run (.mutation/runs, with its time) again with the current mutant
-    data and rules: a change of judgement, or runs made by several lanes, need no re-running."""
+    data and rules: a change of judgement, or runs made by several lanes, need no re-running.
+    A mutant with no stored run keeps the outcome `previous` holds for it."""
     reference: dict = {}
     reference_seconds = 0.0
     for folder in sorted(p for p in RUNS.glob("reference-*") if p.is_dir()):
@@ -563,7 +704,12 @@ def rejudge(previous: dict) -> dict:
         if row["outcome"] != "killed (precise)":
             row["should_catch"] = SHOULD_CATCH.get(mutant.id, "see its cells")
         results.append(row)
-    keep = ("installed_file_untouched", "imported_from", "seconds_total")
+    judged = {r["id"] for r in results}
+    order = [m.id for m in MUTANTS]
+    results += [r for r in previous.get("results", []) if r["id"] not in judged
+                and r["id"] in order]
+    results.sort(key=lambda r: order.index(r["id"]))
+    keep = ("installed_file_untouched", "imported_from", "seconds_total", "runs")
     installed = installed_package()
     return summarise(results, {
         **{k: previous[k] for k in keep if k in previous},
@@ -584,7 +730,7 @@ def print_result(result: dict) -> None:
             or r["masked_cells"]
         where = (f"{cells[0]['cell']} {cells[0]['was']} -> {cells[0]['now']}: "
                  f"{cells[0]['evidence'][:110]}") if cells else r.get("should_catch", "")
-        print(f"{r['id']:34} {r['outcome']:25} {where}")
+        print(f"{r['id']:35} {r['outcome']:25} {where}")
     scored = result["mutants"] - result["equivalent_mutants"]
     print(f"score {result['precise_kills']}/{scored} = {result['score']} (target "
           f"{result['target']}; {result['equivalent_mutants']} equivalent mutants left out; "
@@ -604,10 +750,15 @@ def main() -> int:
                         help="private copy to plant into (another process runs beside)")
     parser.add_argument("--rejudge", metavar="BENCH_JSON",
                         help="judge the stored runs again and rewrite BENCH_JSON's 'mutation'")
+    parser.add_argument("--merge", metavar="BENCH_JSON",
+                        help="add the chosen mutants' outcomes to BENCH_JSON's 'mutation' "
+                             "(keeping the other mutants'), score recomputed over all")
+    parser.add_argument("--from", dest="from_json", metavar="RESULT_JSON",
+                        help="with --merge: merge this earlier --json result, run nothing")
     args = parser.parse_args()
     if args.list:
         for m in MUTANTS:
-            print(f"{m.id:34} {m.step:55} {','.join(m.fixtures)}@{','.join(m.versions)}")
+            print(f"{m.id:35} {m.step:55} {','.join(m.fixtures)}@{','.join(m.versions)}")
         return 0
     if args.rejudge:
         bench = json.loads(Path(args.rejudge).read_text())
@@ -618,10 +769,21 @@ def main() -> int:
         print_result(bench["mutation"])
         return 0
     only = tuple(p for p in (args.only or "").split(",") if p)
-    result = bench_mutation(only, lane=args.lane, resume=args.resume)
-    print_result(result)
+    if args.from_json:
+        if not args.merge:
+            parser.error("--from needs --merge")
+        result = json.loads(Path(args.from_json).read_text())
+    else:
+        result = {**bench_mutation(only, lane=args.lane, resume=args.resume),
+                  "measured": time.strftime("%Y-%m-%d")}
+        print_result(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    if args.merge:
+        bench = json.loads(Path(args.merge).read_text())
+        bench["mutation"] = merged(bench.get("mutation", {}), result)
+        Path(args.merge).write_text(json.dumps(bench, indent=2, sort_keys=True) + "\n")
+        print_result(bench["mutation"])
     return 0
 
 

@@ -51,6 +51,10 @@ def test_replace_file_makes_a_new_inode(tmp_path: Path) -> None:
     ("fail", "backend on 'recipe prompt': RuntimeError: size; impl on 'x': 2 position(s) "
              "differ, first at token 4", True),
     ("fail", "backend image item 0: max abs 0.5", True),
+    ("fail", "text only: backend: RuntimeError: stack expects a non-empty TensorList", False),
+    ("fail", "text only: backend: RuntimeError: x; vs hf: text only: impl: ValueError: y", False),
+    ("fail", "text only: backend: RuntimeError: x; vs hf: backend image item 0: max abs 1", True),
+    ("fail", "request options {'max_pixels': 784}: vs vllm-native: prompt ids differ", True),
     ("error", "setup: ValueError: no", False),
     ("timeout", "no verdict within 300 s", False),
 ])
@@ -79,3 +83,28 @@ def test_outcome_of_a_mutant() -> None:
                                                                  "detail": "known, other"}}
     assert mutation.outcome(mutant, reference, other_evidence)["outcome"] == \
         "masked by a known finding"
+
+
+def test_merge_keeps_the_other_mutants_and_rescores() -> None:
+    """--merge: new outcomes replace a mutant's earlier one, the rest are kept, the score is
+    over all of them, and each contributing run is listed."""
+    first, second, third = (m.id for m in mutation.MUTANTS[:3])
+
+    def row(mutant_id: str, outcome: str) -> dict:
+        return {"id": mutant_id, "outcome": outcome, "step": "", "seconds": 1.0,
+                "killing_cells": [], "masked_cells": []}
+
+    previous = mutation.summarise([row(first, "killed (precise)"), row(second, "survived")],
+                                  {"measured": "2026-12-01", "seconds_total": 10.0,
+                                   "reference_seconds": 2.0, "installed_file_untouched": True})
+    result = mutation.summarise([row(second, "killed (precise)"), row(third, "survived")],
+                                {"measured": "2026-12-03", "seconds_total": 5.0,
+                                 "reference_seconds": 1.0, "installed_file_untouched": True,
+                                 "installed_fingerprint": {}, "imported_from": "x"})
+    entry = mutation.merged(previous, result)
+    assert [r["id"] for r in entry["results"]] == [first, second, third]
+    assert entry["precise_kills"] == 2 and entry["mutants"] == 3
+    assert [run["mutants"] for run in entry["runs"]] == [[first], [second, third]]
+    assert entry["seconds_total"] == 15.0 and entry["installed_file_untouched"]
+    again = mutation.merged(entry, result)  # merging the same run twice changes nothing
+    assert again["results"] == entry["results"] and len(again["runs"]) == 2
