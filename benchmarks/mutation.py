@@ -73,6 +73,10 @@ class Mutant:
     file: str = "multimodal.py"  # in vllm/model_executor/models/transformers/
     before: str = ""  # text of the line above, where `original` alone is not unique
     equivalent: str = ""  # why no input can tell it apart on the versions it runs on, if so
+    # The exception that is this mutant's whole effect, as the failing cell words it with the
+    # input it met (a crash on a request the backend must serve): a kill whose evidence names
+    # it is precise, the harness said what broke and where. Empty for every other mutant.
+    raises: str = ""
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -315,7 +319,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "image_grid_thw = torch.stack(image_grid_thw)",
            "the guard dropped as 'every M-RoPE request has images': a text-only request has no "
            "grid, and torch.stack of none raises",
-           ("qwen2_5_vl",)),
+           ("qwen2_5_vl",),
+           raises="backend on 'text only': RuntimeError: stack expects a non-empty TensorList"),
     Mutant("mrope-type-ids-end", "M-RoPE: token types of each placeholder",
            "mm_token_type_ids[offset : offset + length] = mm_token_type_id",
            "mm_token_type_ids[offset : offset + length - 1] = mm_token_type_id",
@@ -473,6 +478,13 @@ def is_comparison(cell: dict) -> bool:
     return any(not _EXCEPTION.match(part) for part in parts)
 
 
+def names_the_raise(mutant: Mutant, cell: dict) -> bool:
+    """A `fail` whose evidence names the exception that is the mutant's whole effect."""
+    found = [cell.get("detail", ""), *cell.get("data", {}).get("unexplained", [])]
+    return bool(mutant.raises) and cell["status"] == "fail" and \
+        any(mutant.raises in part for part in found)
+
+
 def one_line(detail: str, limit: int = 220) -> str:
     line = " ".join(detail.split())
     return line if len(line) <= limit else line[:limit - 3] + "..."
@@ -488,7 +500,7 @@ def outcome(mutant: Mutant, reference: dict, mutated: dict) -> dict:
         row = {"cell": f"{fixture}/{check}@{version}", "was": ref["status"],
                "now": cell["status"], "evidence": one_line(cell.get("detail", ""))}
         if ref["status"] in GOOD and cell["status"] in BAD:
-            row["precise"] = is_comparison(cell)
+            row["precise"] = is_comparison(cell) or names_the_raise(mutant, cell)
             worse.append(row)
         elif cell["status"] == "xfail" and (ref["status"] == "pass" or
                                             ref.get("detail") != cell.get("detail")):

@@ -188,9 +188,17 @@ CHECK = Check(
     level="case", run=run, claims=claims,
     compared_with="the subject uncached, alone and in order; native vLLM's cache",
     proof=Proof("hash-neighbours", "llava", "depends on its neighbours"),
+    matrix_fault="backend-hash-per-request",
     # the Offsets path words it as a cache hit, the Legacy path (no processor cache of its
     # own) as the ids native's cache gives
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
                        "request options {'max_pixels': 784}: ",
-                       subject="vllm-backend", sub_property=REQUEST),),
+                       subject="vllm-backend", sub_property=REQUEST),
+                 Proof("backend-hash-per-request", "llava",
+                       "token prompt vs text prompt: item hashes differ", subject="vllm-backend"),
+                 # the comparisons through the cache compare every field, not only the ids
+                 # (the Offsets path: on the Legacy path the backend keeps no processor cache)
+                 Proof("backend-cache-stale-fields>=5.15", "llava",
+                       "second identical request (cached) vs first: image fields",
+                       subject="vllm-backend", sub_property=REPEATED)),
 )

@@ -103,6 +103,10 @@ class Check:
     # what the check compares its subject with, as the README's check table says it
     compared_with: str = "native vLLM; the HF processor"
     loads_model: bool = False  # loads models: runs on vLLM's window + 1 by default
+    # The backend fault that must turn every `vllm-backend` cell of this check that carries a
+    # known finding into `fail` (tests/conformance/test_fault_matrix.py): no finding may
+    # swallow it. One of the check's proofs, so it is also shown failing a clean cell.
+    matrix_fault: str = ""
     # the sub-properties a suite cell (its context given) must have exercised to pass
     claims: Callable[..., tuple[str, ...]] = lambda ctx: ()
 

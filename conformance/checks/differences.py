@@ -46,25 +46,45 @@ def ids_difference(expected: tuple[int, ...], actual: tuple[int, ...],
             f"(lengths {len(expected)} vs {len(actual)})")
 
 
-def placeholders_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
-                            names: Names = EXPECTED) -> str | None:
+def moved(x: Placeholder, y: Placeholder, b: str) -> str:
+    """How range `y` lies against `x`: where each of its ends moved, in tokens (a known shape
+    of difference, such as a range covering only the soft tokens, reads the same on every
+    item, and another one does not)."""
+    start = y.offset - x.offset
+    end = (y.offset + y.length) - (x.offset + x.length)
+    return f"{b} starts {start:+d}, ends {end:+d}"
+
+
+def placeholders_differences(expected: ProcessedPrompt, actual: ProcessedPrompt,
+                             names: Names = EXPECTED) -> list[str]:
+    """Per modality its count of items, then per item its range and embedding positions: one
+    difference per item, so that a known difference of one item hides no other item's."""
     a, b = names
+    found = []
     for modality in sorted(set(expected.placeholders) | set(actual.placeholders)):
         mine = expected.placeholders.get(modality, ())
         theirs = actual.placeholders.get(modality, ())
         if len(mine) != len(theirs):
-            return f"{modality}: {a} has {len(mine)} placeholders, {b} {len(theirs)}"
+            found.append(f"{modality}: {a} has {len(mine)} placeholders, {b} {len(theirs)}")
+            continue
         for index, (x, y) in enumerate(zip(mine, theirs, strict=True)):
             if (x.offset, x.length) != (y.offset, y.length):
-                return f"{modality} item {index}: ranges differ: {a} {describe(x)} vs {b} " \
-                       f"{describe(y)}"
-            if x.embed_positions != y.embed_positions:
+                found.append(f"{modality} item {index}: ranges differ: {a} {describe(x)} vs {b} "
+                             f"{describe(y)} ({moved(x, y, b)})")
+            elif x.embed_positions != y.embed_positions:
                 only_a = sorted(set(x.embed_positions) - set(y.embed_positions))[:5]
                 only_b = sorted(set(y.embed_positions) - set(x.embed_positions))[:5]
-                return (f"{modality} item {index}: embedding positions differ: {a} "
-                        f"{describe(x)}, {b} {describe(y)}; only {a} {only_a}, only {b} "
-                        f"{only_b}")
-    return None
+                found.append(f"{modality} item {index}: embedding positions differ: {a} "
+                             f"{describe(x)}, {b} {describe(y)}; only {a} {only_a}, only {b} "
+                             f"{only_b}")
+    return found
+
+
+def placeholders_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
+                            names: Names = EXPECTED) -> str | None:
+    """The first of `placeholders_differences`."""
+    found = placeholders_differences(expected, actual, names)
+    return found[0] if found else None
 
 
 def prompt_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
@@ -76,38 +96,42 @@ def prompt_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
 
 def prompt_differences(expected: ProcessedPrompt, actual: ProcessedPrompt,
                        names: Names = EXPECTED) -> list[str]:
-    """The ids, then the placeholders, each a difference of its own (a known ids difference
-    never hides a wrong range). In equal prompts ranges compare position by position; in
-    prompts whose ids differ, item by item as what each range holds (`item_difference`)."""
+    """The ids, then the placeholders item by item, each a difference of its own (a known ids
+    difference never hides a wrong range, a known range of one item no other item's). In equal
+    prompts ranges compare position by position; in prompts whose ids differ, item by item as
+    what each range holds (`items_differences`)."""
     ids = ids_difference(expected.prompt_ids, actual.prompt_ids, names)
-    ranges = (items_difference(expected, actual, names) if ids
-              else placeholders_difference(expected, actual, names))
-    return [text for text in (ids, ranges) if text]
+    ranges = (items_differences(expected, actual, names) if ids
+              else placeholders_differences(expected, actual, names))
+    return [ids, *ranges] if ids else ranges
 
 
-def items_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
-                     names: Names = EXPECTED) -> str | None:
+def items_differences(expected: ProcessedPrompt, actual: ProcessedPrompt,
+                      names: Names = EXPECTED) -> list[str]:
     """Per item, in prompts whose ids differ: the same count of items, each range of the same
     length with the same embedding positions within it, holding the same ids there (the
     tokens the encoder's rows replace; a range's edges may hold differently merged text)."""
     a, b = names
+    found = []
     for modality in sorted(set(expected.placeholders) | set(actual.placeholders)):
         mine = expected.placeholders.get(modality, ())
         theirs = actual.placeholders.get(modality, ())
         if len(mine) != len(theirs):
-            return f"{modality}: {a} has {len(mine)} placeholders, {b} {len(theirs)}"
+            found.append(f"{modality}: {a} has {len(mine)} placeholders, {b} {len(theirs)}")
+            continue
         for index, (x, y) in enumerate(zip(mine, theirs, strict=True)):
             inner_x = [q - x.offset for q in x.embed_positions]
             inner_y = [q - y.offset for q in y.embed_positions]
             if (x.length, inner_x) != (y.length, inner_y):
-                return (f"{modality} item {index}: ranges differ within the item: {a} "
-                        f"{describe(x)} vs {b} {describe(y)}")
+                found.append(f"{modality} item {index}: ranges differ within the item: {a} "
+                             f"{describe(x)} vs {b} {describe(y)}")
+                continue
             held_x = [expected.prompt_ids[q] for q in x.embed_positions]
             held_y = [actual.prompt_ids[q] for q in y.embed_positions]
             if held_x != held_y:
-                return (f"{modality} item {index}: its embedding positions hold other ids: {a} "
-                        f"{sorted(set(held_x))} vs {b} {sorted(set(held_y))}")
-    return None
+                found.append(f"{modality} item {index}: its embedding positions hold other ids: "
+                             f"{a} {sorted(set(held_x))} vs {b} {sorted(set(held_y))}")
+    return found
 
 
 def value_difference(expected: Any, actual: Any, where: str) -> str | None:
@@ -117,7 +141,14 @@ def value_difference(expected: Any, actual: Any, where: str) -> str | None:
         if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)):
             return f"{where}: {type(expected).__name__} vs {type(actual).__name__}"
         if expected.shape != actual.shape:
-            return f"{where}: shape {list(expected.shape)} vs {list(actual.shape)}"
+            # which dimensions differ, named before the sizes: a known padding of one
+            # dimension (tiles) reads the same whatever the sizes, a cut in another does not
+            dims = (f"rank {expected.dim()} vs {actual.dim()}" if expected.dim() != actual.dim()
+                    else "dimension " + ", ".join(
+                        str(i) for i, (x, y) in enumerate(zip(expected.shape, actual.shape,
+                                                              strict=True)) if x != y))
+            return (f"{where}: shape differs ({dims}): {list(expected.shape)} vs "
+                    f"{list(actual.shape)}")
         if expected.dtype != actual.dtype:
             return f"{where}: dtype {expected.dtype} vs {actual.dtype}"
         if not torch.equal(expected, actual):

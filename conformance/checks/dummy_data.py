@@ -109,6 +109,7 @@ CHECK = Check(
          "get_image_size_with_most_features) and get_dummy_text",
     level="checkpoint", run=run,
     compared_with="native vLLM's dummy items, else the dummy options",
+    matrix_fault="backend-dummy-options-dropped",
     proof=Proof("backend-dummy-options-dropped", "llava",
                 "dummy image 0: backend 10000x10000 vs native 14x7 with options"),
 )

@@ -162,4 +162,8 @@ CHECK = Check(
     level="case", run=run, claims=claims,
     compared_with="the error contract: a clear error naming the modality and a count",
     proof=Proof("errors-swallowed", "llava", "accept"),  # "accepts it" / "accepted, but unlike"
+    matrix_fault="backend-errors-swallowed",
+    more_proofs=(Proof("backend-errors-swallowed", "llava",
+                       "0 placeholders for 1 items: native vLLM rejects it",
+                       subject="vllm-backend"),),
 )

@@ -29,7 +29,10 @@ CHECK = Check(
     level="case", run=run, claims=per_request.claims,
     compared_with="native vLLM, else the HF processor",
     proof=Proof("offset-shift", "llava", "ranges differ"),
+    matrix_fault="backend-offset-shift",
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
                        "request options {'max_pixels': 784}: vs vllm-native: prompt ids differ",
-                       subject="vllm-backend", sub_property=per_request.REQUEST),),
+                       subject="vllm-backend", sub_property=per_request.REQUEST),
+                 Proof("backend-offset-shift", "llava", "ranges differ",
+                       subject="vllm-backend")),
 )

@@ -41,7 +41,10 @@ CHECK = Check(
     level="case", run=run, claims=per_request.claims,
     compared_with="native vLLM and the HF processor",
     proof=Proof("options-ignored", "qwen2_vl", "prompt ids differ"),
+    matrix_fault="backend-bos-doubled",
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
                        "request options {'max_pixels': 784}: vs vllm-native: prompt ids differ",
-                       subject="vllm-backend", sub_property=per_request.REQUEST),),
+                       subject="vllm-backend", sub_property=per_request.REQUEST),
+                 Proof("backend-bos-doubled", "llava",
+                       "vs vllm-native: prompt ids differ at position 1", subject="vllm-backend")),
 )

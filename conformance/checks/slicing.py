@@ -205,9 +205,13 @@ CHECK = Check(
     level="case", run=run, claims=claims,
     compared_with="each item processed alone; the HF processor; impl",
     proof=Proof("wrong-slice-dim", "idefics3", "alone vs batch"),
+    matrix_fault="backend-field-entry-dropped",
     more_proofs=(Proof("backend-rows-per-token", "qwen2_vl", "image rows per item: vllm-backend",
                        subject="vllm-backend", sub_property=ROWS),
                  # runs where the backend takes two modalities: vLLM 0.32.0 on >= 5.18 (video)
                  Proof("backend-fields-one-modality", "qwen2_vl", "items (alone vs mixed)",
-                       subject="vllm-backend", sub_property=MIXED)),
+                       subject="vllm-backend", sub_property=MIXED),
+                 Proof("backend-field-entry-dropped", "llava",
+                       "(alone vs the HF processor).pixel_values: shape differs (dimension 3)",
+                       subject="vllm-backend")),
 )

@@ -210,18 +210,19 @@ def _backend_fields_one_modality() -> list[Any]:
             for owner in owners]
 
 
-def _backend_budget_halved() -> list[Any]:
-    """vLLM's backend reports half the embeddings per item its largest item has."""
+def _backend_budget_one_short() -> list[Any]:
+    """vLLM's backend reports one embedding fewer per item than its largest item has (an
+    off-by-one; halving would coincide with a known over-count: Qwen2-Audio's 1500 vs 750)."""
     from vllm.model_executor.models.transformers import multimodal
 
     info = multimodal.MultiModalProcessingInfo
     original = info.get_mm_max_tokens_per_item
 
-    def halved(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def short(self: Any, *args: Any, **kwargs: Any) -> Any:
         found = original(self, *args, **kwargs)
-        return {modality: n // 2 for modality, n in found.items()}
+        return {modality: n - 1 for modality, n in found.items()}
 
-    return [mock.patch.object(info, "get_mm_max_tokens_per_item", halved)]
+    return [mock.patch.object(info, "get_mm_max_tokens_per_item", short)]
 
 
 def _backend_dummy_options_dropped() -> list[Any]:
@@ -312,6 +313,173 @@ def _backend_text_only_stack() -> list[Any]:
     return [mock.patch.object(mixin, "get_mrope_input_positions", positions)]
 
 
+def _rewrap_apply(change: Callable[[Any, Any], Any]) -> list[Any]:
+    """Patches of both backend processors' `apply`, handing `change` the processor and each
+    output (a new output: cached items are shared with the processor cache, never mutated)."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    patches = []
+    for cls in backend_processor_classes(multimodal):
+        original = cls.apply
+
+        def apply(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            return change(self, _original(self, *args, **kwargs))
+
+        patches.append(mock.patch.object(cls, "apply", apply))
+    return patches
+
+
+def _backend_bos_doubled() -> list[Any]:
+    """vLLM's backend hands over its prompt with the first token twice (BOS added again to a
+    prompt that holds it), every placeholder moved along with it: the ids alone are wrong."""
+
+    def doubled(_processor: Any, out: Any) -> Any:
+        ids = list(out["prompt_token_ids"])
+        out["prompt_token_ids"] = ids[:1] + ids
+        out["mm_placeholders"] = {
+            modality: [dataclasses.replace(r, offset=r.offset + 1) for r in ranges]
+            for modality, ranges in out["mm_placeholders"].items()}
+        return out
+
+    return _rewrap_apply(doubled)
+
+
+def _backend_embed_dropped() -> list[Any]:
+    """vLLM's backend leaves one of each item's embedding tokens unmarked (the middle one of
+    the positions holding the replacement's most frequent marked id, its embedding token): the
+    encoder's rows no longer fit the positions."""
+    import torch
+
+    def dropped(_processor: Any, out: Any) -> Any:
+        ids = torch.tensor(list(out["prompt_token_ids"]))
+
+        def one_fewer(r: Any) -> Any:
+            mask = (torch.ones(r.length, dtype=torch.bool) if r.is_embed is None
+                    else r.is_embed.clone())
+            held = ids[r.offset:r.offset + r.length]
+            if mask.any():
+                token = held[mask].mode().values
+                marked = torch.nonzero(mask & held.eq(token)).flatten()
+                mask[int(marked[len(marked) // 2])] = False
+            return dataclasses.replace(r, is_embed=mask)
+
+        out["mm_placeholders"] = {modality: [one_fewer(r) for r in ranges]
+                                  for modality, ranges in out["mm_placeholders"].items()}
+        return out
+
+    return _rewrap_apply(dropped)
+
+
+def _backend_hash_per_request() -> list[Any]:
+    """vLLM's backend keys each item by its data and something of the request (an object's
+    id, a counter): the same item in two identical requests gets two cache keys."""
+    import itertools
+
+    requests = itertools.count()
+
+    def keyed(_processor: Any, out: Any) -> Any:
+        salt = next(requests)
+        out["mm_hashes"] = {modality: [f"{h}-{salt}" for h in hashes]
+                            for modality, hashes in (out.get("mm_hashes") or {}).items()}
+        return out
+
+    return _rewrap_apply(keyed)
+
+
+def _backend_field_entry_dropped() -> list[Any]:
+    """vLLM's backend hands each item its data one entry short (an off-by-one in a slice):
+    the first floating-point field of every item loses its last entry along its last
+    dimension (the leading one is often a batch of 1)."""
+    from vllm.multimodal.inputs import MultiModalKwargsItem, MultiModalKwargsItems
+
+    def shorter(item: Any) -> Any:
+        if item is None:
+            return item
+        new, done = MultiModalKwargsItem(dict(item)), False
+        for key, elem in item.items():
+            data = elem.data
+            if not done and getattr(data, "is_floating_point", lambda: False)() \
+                    and data.dim() >= 1 and data.shape[-1] >= 2:
+                new[key] = dataclasses.replace(elem, data=data[..., :-1])
+                done = True
+        return new
+
+    def short(_processor: Any, out: Any) -> Any:
+        out["mm_kwargs"] = MultiModalKwargsItems(
+            {modality: [shorter(item) for item in items]
+             for modality, items in out["mm_kwargs"].items()})
+        return out
+
+    return _rewrap_apply(short)
+
+
+def _backend_cache_stale_fields() -> list[Any]:
+    """vLLM's processor cache serves the backend's items without their last field (stored
+    before the backend completed them): a request that hits the cache gets other data than
+    one that does not."""
+    from vllm.model_executor.models.transformers import multimodal
+    from vllm.multimodal.cache import MultiModalProcessorOnlyCache
+    from vllm.multimodal.inputs import MultiModalKwargsItem
+
+    original = MultiModalProcessorOnlyCache.get_and_update_item
+    inside: list[bool] = []  # the backend's processor is running (native's cache is not hit)
+
+    def served(self: Any, mm_item: Any, mm_hash: str) -> Any:
+        hit = mm_hash in self._cache
+        item, updates = original(self, mm_item, mm_hash)
+        if inside and hit and item is not None and len(item) > 1:
+            item = MultiModalKwargsItem({k: v for k, v in list(item.items())[:-1]})
+        return item, updates
+
+    patches = [mock.patch.object(MultiModalProcessorOnlyCache, "get_and_update_item", served)]
+    for cls in backend_processor_classes(multimodal):
+        def apply(self: Any, *args: Any, _original: Any = cls.apply, **kwargs: Any) -> Any:
+            inside.append(True)
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                inside.pop()
+
+        patches.append(mock.patch.object(cls, "apply", apply))
+    return patches
+
+
+def _backend_errors_swallowed() -> list[Any]:
+    """vLLM's backend swallows its own errors: a request it cannot place is served as text,
+    its items dropped silently."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    patches = []
+    for cls in backend_processor_classes(multimodal):
+        original = cls.apply
+
+        def apply(self: Any, inputs: Any, *args: Any, _original: Any = original,
+                  **kwargs: Any) -> Any:
+            try:
+                return _original(self, inputs, *args, **kwargs)
+            except Exception:
+                text = dataclasses.replace(inputs, mm_data_items=self.info.parse_mm_data({}),
+                                           mm_uuid_items=None)
+                return _original(self, text, *args, **kwargs)
+
+        patches.append(mock.patch.object(cls, "apply", apply))
+    return patches
+
+
+def _backend_mrope_shifted() -> list[Any]:
+    """vLLM's backend starts every M-RoPE position one too high (all three rows)."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    mixin = multimodal.MultiModalMixin
+    original = mixin.get_mrope_input_positions
+
+    def positions(self: Any, input_tokens: list[int], mm_features: list) -> Any:
+        found, delta = original(self, input_tokens, mm_features)
+        return found + 1, delta
+
+    return [mock.patch.object(mixin, "get_mrope_input_positions", positions)]
+
+
 def swap_first_two(items: list) -> list:
     return [items[1], items[0], *items[2:]] if len(items) > 1 else items
 
@@ -326,7 +494,7 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "errors-swallowed": _errors_swallowed,
     "backend-offset-shift": _backend_offset_shift,
     "backend-request-options-ignored": _backend_request_options_ignored,
-    "backend-budget-halved": _backend_budget_halved,
+    "backend-budget-one-short": _backend_budget_one_short,
     "backend-dummy-options-dropped": _backend_dummy_options_dropped,
     "backend-rows-per-token": _backend_rows_per_token,
     "backend-fields-one-modality": _backend_fields_one_modality,
@@ -335,6 +503,13 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "backend-logits-scaled": _backend_logits_scaled,
     "backend-row-shifted": _backend_row_shifted,
     "backend-one-item": _backend_one_item,
+    "backend-bos-doubled": _backend_bos_doubled,
+    "backend-embed-dropped": _backend_embed_dropped,
+    "backend-hash-per-request": _backend_hash_per_request,
+    "backend-field-entry-dropped": _backend_field_entry_dropped,
+    "backend-cache-stale-fields": _backend_cache_stale_fields,
+    "backend-errors-swallowed": _backend_errors_swallowed,
+    "backend-mrope-shifted": _backend_mrope_shifted,
 }
 # media faults: hooks applied to the subject's items by the checkpoint-level checks
 MEDIA_FAULTS: dict[str, Callable[[list], list]] = {"swapped-items": swap_first_two}

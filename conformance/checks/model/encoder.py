@@ -138,6 +138,7 @@ CHECK = Check(
     level="checkpoint", run=returning_outcome(check_encoder), loads_model=True,
     compared_with=MODEL_REFERENCES,
     proof=Proof("swapped-items", "qwen2_5_vl", "image item 0: max abs"),
+    matrix_fault="backend-row-shifted",
     more_proofs=(Proof("swapped-items", "aya_vision", "vs hf: backend image item 0: shape",
                        subject="vllm-backend", sub_property=HF_REF),
                  # one item's rows each one position late: the right rows, misplaced

@@ -38,11 +38,13 @@ from conformance.inputs.media import mm_data
 from fixtures.recipe import Recipe
 
 GENERATE_TOKENS = 4
-# fp32 on CPU: the largest logprob difference measured between native vLLM and the backend on
-# the fixtures whose prompts and items agree is 4.8e-7 (qwen2_vl, qwen2_5_vl; the rest 0.0): a
-# bound 200x that is fp32 noise with room, and far below a missing input (qwen3_vl's DeepStack
-# features move the top logprob by about 4e-3). Lower precisions keep vLLM's lenient rule.
-LOGPROB_ATOL = {"float32": 1e-4}
+# fp32 on CPU: the largest logprob difference any passing model/generate cell of the baseline
+# measured (each side against native vLLM and the HF model, every version) is 9.5e-7 (pixtral,
+# qwen2_5_vl; most 0.0 or 4.8e-7): a bound 10x that is fp32 noise with room. The mutation
+# benchmark's bf16 cast of the embeddings moves logprobs by 4.9e-5 and an M-RoPE token type
+# off by one by 4.2e-5, both inside the former 1e-4; a missing input (qwen3_vl's DeepStack
+# features) by about 4e-3. Lower precisions keep vLLM's lenient rule.
+LOGPROB_ATOL = {"float32": 1e-5}
 
 @dataclass(frozen=True)
 class Decoded:
@@ -290,6 +292,7 @@ CHECK = Check(
     level="checkpoint", run=returning_outcome(check_generate), loads_model=True,
     compared_with=MODEL_REFERENCES,
     proof=Proof("backend-logits-negated", "llava", "step 0: native token"),
+    matrix_fault="backend-logits-negated",
     more_proofs=(Proof("backend-logits-negated", "aya_vision", "vs hf: step 0: hf token",
                        subject="vllm-backend", sub_property=HF_REF),
                  # the fp32 bound: the same tokens, logprobs off by about 1e-3

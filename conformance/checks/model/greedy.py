@@ -60,6 +60,7 @@ CHECK = Check(
     level="checkpoint", run=returning_outcome(check_model), loads_model=True,
     compared_with=MODEL_REFERENCES,
     proof=Proof("backend-logits-negated", "llava", "greedy token differs"),
+    matrix_fault="backend-logits-negated",
     more_proofs=(Proof("backend-logits-negated", "aya_vision", "vs hf: greedy token differs",
                        subject="vllm-backend", sub_property=HF_REF),
                  # the fp32 bound: the same token, its logprob off by about 1e-3

@@ -215,7 +215,10 @@ CHECK = Check(
     level="checkpoint", run=returning_outcome(check_mrope), loads_model=True,
     compared_with=MODEL_REFERENCES,
     proof=Proof("swapped-items", "qwen2_5_vl", "position(s) differ"),
+    matrix_fault="backend-mrope-shifted",
     more_proofs=(Proof("backend-text-only-stack", "qwen2_5_vl",
                        "backend on 'text only': RuntimeError: stack expects",
-                       subject="vllm-backend"),),
+                       subject="vllm-backend"),
+                 Proof("backend-mrope-shifted", "qwen2_5_vl",
+                       "position(s) differ, first at token 0", subject="vllm-backend")),
 )

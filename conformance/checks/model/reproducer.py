@@ -227,7 +227,7 @@ def mrope_difference(expected: tuple, actual: tuple, names: tuple[str, str]) -> 
 
 def main(checkpoint: str | None, check: str, prompt: str, modality: str, items: list,
          native: bool, formats: dict[str, dict[str, str]], tokens: int = 1,
-         atol: float = 1e-4, rtol: float = 0.0, prompt_of_one: str = "",
+         atol: float = 1e-5, rtol: float = 0.0, prompt_of_one: str = "",
          token: int = -1) -> int:
     """Exit status: 1 the backend differs from a reference, 0 it agrees with every one,
     2 no checkpoint or a reference cannot run. `check`: "model" / "generate" (greedy tokens
