@@ -81,7 +81,7 @@ CHECK = Check(
          "per-item count (num_audio_tokens) is not the item's embedding positions",
     level="case", run=run, claims=claims,
     compared_with="the HF model's embedding token and the processor's token count",
-    proof=Proof("wrong-embed-token", "idefics3", "embedding positions"),
+    proof=Proof("wrong-embed-token", "idefics3", "embedding position(s) hold other ids"),
     matrix_fault="backend-embed-dropped",
     more_proofs=(Proof("backend-embed-dropped", "llava",
                        "image item 0: 1 position(s) holding the image token 4 are not "
