@@ -37,6 +37,8 @@ class Finding:
     # failure that reports a drift is explained only within the bound stated for its check
     drift: Mapping[str, float] = field(default_factory=dict)
     explains_error: bool = False  # it may explain an `error` of the cell (set-up, a crash)
+    # axis ("versions": transformers, "vllm") -> why it has no upper bound (OPEN_AXES)
+    open: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -87,10 +89,30 @@ SIDES = {
 }
 
 
+# The axes a finding bounds from above, each a field of its own: one without an upper bound says
+# why in `open` (findings.toml's header)
+OPEN_AXES = ("versions", "vllm")
+
+
+def open_reasons(raw: dict) -> dict[str, str]:
+    """`open`, checked: only the bounded axes, each a sentence, and none that has an upper
+    bound (a reason beside a bound would contradict it)."""
+    reasons = raw.get("open", {})
+    if not isinstance(reasons, dict) or set(reasons) - set(OPEN_AXES):
+        raise ValueError(f"finding {raw['id']!r}: `open` takes {' and '.join(OPEN_AXES)} only")
+    for axis, why in reasons.items():
+        if not isinstance(why, str) or not why.strip():
+            raise ValueError(f"finding {raw['id']!r}: open.{axis} must say why")
+        if bounds(raw.get(axis, ""))[1]:
+            raise ValueError(f"finding {raw['id']!r}: open.{axis} beside an upper bound "
+                             f"({axis} = {raw[axis]!r})")
+    return {axis: " ".join(why.split()) for axis, why in reasons.items()}
+
+
 def parse(raw: dict) -> Finding:
     unknown = set(raw) - {"id", "title", "reason", "fixtures", "evidence", "versions",
                           "subjects", "options", "whole_cell", "vllm", "side", "drift",
-                          "explains_error"}
+                          "explains_error", "open"}
     if unknown:
         raise ValueError(f"finding {raw.get('id')!r}: unknown keys {sorted(unknown)}")
     if raw.get("side", "backend") not in SIDES:
@@ -114,6 +136,7 @@ def parse(raw: dict) -> Finding:
         side=raw.get("side", "backend"),
         drift={check: float(bound) for check, bound in raw.get("drift", {}).items()},
         explains_error=bool(raw.get("explains_error", False)),
+        open=open_reasons(raw),
     )
 
 

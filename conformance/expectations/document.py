@@ -33,11 +33,14 @@ that excludes it."""
 INTRO = """\
 Disagreements found between vLLM's Transformers backend (or `impl`, which reproduces it) and
 native vLLM / the HF processor. Each is recorded once in `conformance/expectations/findings.toml`
-with the evidence a failure must show to count as this finding: such a cell is `xfail` and names
-the finding, a cell it applies to that passes (a suite cell having compared at least its floor of
-cases) is `xpass` (the finding is stale), and any other difference in the same cell makes it a
-`fail`. A finding for every fixture or check (`*`) has an upper transformers bound or says why
-the whole cell is meaningless. Comparisons are never loosened.
+with the evidence a failure must show to count as this finding (each evidence string quotes what
+names the cause: a token or id, a field, a value, the subject's or processor's own message; never
+the harness's wording alone): such a cell is `xfail` and names the finding, a cell it applies to
+that passes (a suite cell having compared at least its floor of cases) is `xpass` (the finding is
+stale), and any other difference in the same cell makes it a `fail`. A finding for every fixture
+or check (`*`) has an upper transformers bound or says why the whole cell is meaningless; every
+finding bounds transformers and vLLM from above or says why an axis stays open. Comparisons are
+never loosened.
 
 The vLLM columns say which release shows each finding: `yes` (on the transformers versions its
 matrix ran), `fixed` (the finding's upper vLLM bound excludes that release: its matrix no longer
@@ -134,11 +137,23 @@ def _observed(cells: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def _open(finding: Finding, axis: str) -> list[str]:
+    """Why the axis has no upper bound, as a sub-item under its line (none where it has one)."""
+    why = finding.open.get(axis)
+    if not why:
+        return []
+    return [textwrap.fill(f"- no upper bound: {inline_markdown(why)}", width=WIDTH,
+                          initial_indent="  ", subsequent_indent="    ",
+                          break_long_words=False, break_on_hyphens=False)]
+
+
 def _section(finding: Finding, observed: list[dict] | None = None) -> list[str]:
     lines = [f'<a id="{finding.id}"></a>', "", f"## {finding.id}", "", f"**{finding.title}**", "",
              f"- transformers: {finding.describe_versions()}",
+             *_open(finding, "versions"),
              f"- vLLM: {finding.describe_versions(finding.vllm)} (shown by vLLM "
              f"{_shown(finding)})",
+             *_open(finding, "vllm"),
              f"- fixtures: {_names(finding.fixtures)}",
              f"- checks: {_names(finding.checks)}",
              f"- subjects: {_names(finding.subjects)}",
