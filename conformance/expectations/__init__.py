@@ -26,7 +26,8 @@ class Finding:
     title: str
     reason: str
     fixtures: tuple[str, ...]  # ("*",): every fixture
-    evidence: Mapping[str, tuple[str, ...]]  # check ("*": any) -> one must be observed
+    # check ("*": any), or "check@fixture" (that fixture only) -> one must be observed
+    evidence: Mapping[str, tuple[str, ...]]
     versions: str = ""  # ">=5.15,<5.17"; "": every version
     subjects: tuple[str, ...] = ()  # empty: any
     options: tuple[str, ...] = ()  # processor options the failing case must set
@@ -42,7 +43,7 @@ class Finding:
 
     @property
     def checks(self) -> tuple[str, ...]:
-        return tuple(self.evidence)
+        return tuple(dict.fromkeys(key.partition("@")[0] for key in self.evidence))
 
     def applies(self, fixture: str, check: str, version: str, subject: str | None = None,
                 options: tuple[str, ...] = (), vllm: str | None = None) -> bool:
@@ -50,7 +51,7 @@ class Finding:
         None: any vLLM."""
         if ANY not in self.fixtures and fixture not in self.fixtures:
             return False
-        if ANY not in self.evidence and check not in self.evidence:
+        if ANY not in self.checks and check not in self.checks:
             return False
         if subject and self.subjects and subject not in self.subjects:
             return False
@@ -60,13 +61,16 @@ class Finding:
             return False
         return matches(version, self.versions)
 
-    def shown_by(self, check: str, observed: str) -> bool:
-        """One of its evidence strings is in `observed`, and a drift `observed` reports is
+    def shown_by(self, check: str, observed: str, fixture: str | None = None) -> bool:
+        """One of its evidence strings for the check (and for the cell's fixture: a finding
+        of several fixtures states what each one shows, so that one fixture's evidence never
+        explains another's failure) is in `observed`, and a drift `observed` reports is
         within the bound the finding states for the check (none stated: it explains no
         drift, so a larger one, or a numeric difference beside a known one, is new)."""
         from conformance.results.signature import magnitude
 
-        shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ())
+        shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ()) + \
+            (self.evidence.get(f"{check}@{fixture}", ()) if fixture else ())
         if not any(text in observed for text in shown):
             return False
         drift = magnitude(observed)
@@ -126,6 +130,11 @@ def parse(raw: dict) -> Finding:
                          "transformers bound (the newest version it was measured on) or "
                          "`whole_cell`, why every check of the cell is meaningless")
     bounds(raw.get("vllm", ""))
+    for key in raw["evidence"]:
+        check, _, fixture = key.partition("@")
+        if fixture and fixture not in raw["fixtures"]:
+            raise ValueError(f"finding {raw['id']!r}: evidence {key!r} names a fixture the "
+                             "finding does not list")
     return Finding(
         id=raw["id"], title=raw["title"], reason=" ".join(raw["reason"].split()),
         fixtures=tuple(raw["fixtures"]),
@@ -165,7 +174,8 @@ def explain(fixture: str, check: str, version: str, subject: str | None, observe
     explains an error may explain."""
     for finding in load():
         if finding.applies(fixture, check, version, subject, options, vllm) and \
-                finding.shown_by(check, observed) and (finding.explains_error or not error):
+                finding.shown_by(check, observed, fixture) and \
+                (finding.explains_error or not error):
             return finding
     return None
 

@@ -70,7 +70,7 @@ def explaining(findings: tuple[Finding, ...], cell: dict, text: str) -> set[str]
         for finding in findings:
             if finding.applies(cell["fixture"], cell["check"], cell["version"], cell["subject"],
                                options, cell.get("vllm")) and \
-                    finding.shown_by(cell["check"], text) and \
+                    finding.shown_by(cell["check"], text, cell["fixture"]) and \
                     (finding.explains_error or not error):
                 found.add(finding.id)
                 break
