@@ -77,7 +77,22 @@ def placeholders_differences(expected: ProcessedPrompt, actual: ProcessedPrompt,
                 found.append(f"{modality} item {index}: embedding positions differ: {a} "
                              f"{describe(x)}, {b} {describe(y)}; only {a} {only_a}, only {b} "
                              f"{only_b}")
+            found += held_difference(f"{modality} item {index}", expected, actual, x, y, names)
     return found
+
+
+def held_difference(where: str, expected: ProcessedPrompt, actual: ProcessedPrompt,
+                    x: Placeholder, y: Placeholder, names: Names) -> list[str]:
+    """The ids each side's embedding positions hold, as sets: apart from where a range lies,
+    what the encoder's rows replace (a known range that covers other text than the other
+    side's still holds the same tokens, a shifted one does not)."""
+    held_x = [expected.prompt_ids[q] for q in x.embed_positions]
+    held_y = [actual.prompt_ids[q] for q in y.embed_positions]
+    # as many positions: the same ids in the same order; else the same ids at all
+    if held_x == held_y or (len(held_x) != len(held_y) and set(held_x) == set(held_y)):
+        return []
+    return [f"{where}: its embedding positions hold other ids: {names[0]} "
+            f"{sorted(set(held_x))} vs {names[1]} {sorted(set(held_y))}"]
 
 
 def placeholders_difference(expected: ProcessedPrompt, actual: ProcessedPrompt,
@@ -125,12 +140,7 @@ def items_differences(expected: ProcessedPrompt, actual: ProcessedPrompt,
             if (x.length, inner_x) != (y.length, inner_y):
                 found.append(f"{modality} item {index}: ranges differ within the item: {a} "
                              f"{describe(x)} vs {b} {describe(y)}")
-                continue
-            held_x = [expected.prompt_ids[q] for q in x.embed_positions]
-            held_y = [actual.prompt_ids[q] for q in y.embed_positions]
-            if held_x != held_y:
-                found.append(f"{modality} item {index}: its embedding positions hold other ids: "
-                             f"{a} {sorted(set(held_x))} vs {b} {sorted(set(held_y))}")
+            found += held_difference(f"{modality} item {index}", expected, actual, x, y, names)
     return found
 
 
