@@ -531,19 +531,6 @@ SHOULD_CATCH = {
     "offsets-missing-offsets-silent": "errors' 'processor without offsets' sub-case, which "
                                       "never runs once the n-1 sub-case meets the known bare "
                                       "assert (offsets-bare-assert)",
-    "profile-image-tokens-key-qwen2-5-vl":
-        "profiling on qwen2_5_vl: the budget becomes the probe's 4 patches, which on the tiny "
-        "geometry is native's 4, so 'native 4 vs backend 1' goes and only 'more embeddings than "
-        "the budget of 4' stays; backend-image-budget-from-huge-probe pools its evidence over "
-        "its fixtures, and that text (Qwen3-VL's) explains it here. Evidence per fixture "
-        "(qwen2_5_vl: 'budget per item: native 4 vs backend 1'), or an xfail whose documented "
-        "difference is gone counted as a change, would fail it",
-    "mrope-text-only-stack":
-        "its only effect is the exception: mrope (\"backend on 'text only': RuntimeError: stack "
-        "expects a non-empty TensorList\"), model and generate ('text only: backend: "
-        "RuntimeError') report it as raised where every reference places the prompt; a "
-        "comparison would need the raise compared as an outcome (native: positions of shape "
-        "(3, n) and a delta; backend: raised)",
     "mrope-type-ids-end":
         "get_rope_index raises on every prompt with an image (the image's run of token types is "
         "one shorter than its grid: 'The expanded size of the tensor (39) must match the "
