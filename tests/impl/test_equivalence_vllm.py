@@ -356,8 +356,11 @@ def fixture_backend(name: str) -> Any:
         return recipe, oracle.create_processor(
             path, "transformers", {m: recipe.max_items for m in recipe.modalities})
     except Exception as error:
+        from conformance.checks.differences import error_text
+
+        # with its cause: vLLM wraps a processor that cannot load in a message naming none
         known = expectations.explain(name, "processing", transformers_version(),
-                                     "vllm-backend", str(error))
+                                     "vllm-backend", error_text(error))
         if known is None:
             raise
         pytest.xfail(f"{known.reason} [observed: {error}]")
