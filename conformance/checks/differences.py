@@ -8,6 +8,7 @@ Known findings match these phrases, so change them only together with expectatio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from impl.types import Placeholder, ProcessedPrompt
@@ -55,29 +56,37 @@ def moved(x: Placeholder, y: Placeholder, b: str) -> str:
     return f"{b} starts {start:+d}, ends {end:+d}"
 
 
+def item_pairs(expected: ProcessedPrompt, actual: ProcessedPrompt, names: Names,
+               found: list[str]) -> Iterator[tuple[str, Placeholder, Placeholder]]:
+    """Each item's two placeholders ("<modality> item <i>", expected's, actual's), modality by
+    modality; a modality whose counts of items differ is a difference in `found` instead."""
+    for modality in sorted(set(expected.placeholders) | set(actual.placeholders)):
+        mine = expected.placeholders.get(modality, ())
+        theirs = actual.placeholders.get(modality, ())
+        if len(mine) != len(theirs):
+            found.append(f"{modality}: {names[0]} has {len(mine)} placeholders, {names[1]} "
+                         f"{len(theirs)}")
+            continue
+        for index, (x, y) in enumerate(zip(mine, theirs, strict=True)):
+            yield f"{modality} item {index}", x, y
+
+
 def placeholders_differences(expected: ProcessedPrompt, actual: ProcessedPrompt,
                              names: Names = EXPECTED) -> list[str]:
     """Per modality its count of items, then per item its range and embedding positions: one
     difference per item, so that a known difference of one item hides no other item's."""
     a, b = names
-    found = []
-    for modality in sorted(set(expected.placeholders) | set(actual.placeholders)):
-        mine = expected.placeholders.get(modality, ())
-        theirs = actual.placeholders.get(modality, ())
-        if len(mine) != len(theirs):
-            found.append(f"{modality}: {a} has {len(mine)} placeholders, {b} {len(theirs)}")
-            continue
-        for index, (x, y) in enumerate(zip(mine, theirs, strict=True)):
-            if (x.offset, x.length) != (y.offset, y.length):
-                found.append(f"{modality} item {index}: ranges differ: {a} {describe(x)} vs {b} "
-                             f"{describe(y)} ({moved(x, y, b)})")
-            elif x.embed_positions != y.embed_positions:
-                only_a = sorted(set(x.embed_positions) - set(y.embed_positions))[:5]
-                only_b = sorted(set(y.embed_positions) - set(x.embed_positions))[:5]
-                found.append(f"{modality} item {index}: embedding positions differ: {a} "
-                             f"{describe(x)}, {b} {describe(y)}; only {a} {only_a}, only {b} "
-                             f"{only_b}")
-            found += held_difference(f"{modality} item {index}", expected, actual, x, y, names)
+    found: list[str] = []
+    for where, x, y in item_pairs(expected, actual, names, found):
+        if (x.offset, x.length) != (y.offset, y.length):
+            found.append(f"{where}: ranges differ: {a} {describe(x)} vs {b} {describe(y)} "
+                         f"({moved(x, y, b)})")
+        elif x.embed_positions != y.embed_positions:
+            only_a = sorted(set(x.embed_positions) - set(y.embed_positions))[:5]
+            only_b = sorted(set(y.embed_positions) - set(x.embed_positions))[:5]
+            found.append(f"{where}: embedding positions differ: {a} {describe(x)}, {b} "
+                         f"{describe(y)}; only {a} {only_a}, only {b} {only_b}")
+        found += held_difference(where, expected, actual, x, y, names)
     return found
 
 
@@ -127,20 +136,14 @@ def items_differences(expected: ProcessedPrompt, actual: ProcessedPrompt,
     length with the same embedding positions within it, holding the same ids there (the
     tokens the encoder's rows replace; a range's edges may hold differently merged text)."""
     a, b = names
-    found = []
-    for modality in sorted(set(expected.placeholders) | set(actual.placeholders)):
-        mine = expected.placeholders.get(modality, ())
-        theirs = actual.placeholders.get(modality, ())
-        if len(mine) != len(theirs):
-            found.append(f"{modality}: {a} has {len(mine)} placeholders, {b} {len(theirs)}")
-            continue
-        for index, (x, y) in enumerate(zip(mine, theirs, strict=True)):
-            inner_x = [q - x.offset for q in x.embed_positions]
-            inner_y = [q - y.offset for q in y.embed_positions]
-            if (x.length, inner_x) != (y.length, inner_y):
-                found.append(f"{modality} item {index}: ranges differ within the item: {a} "
-                             f"{describe(x)} vs {b} {describe(y)}")
-            found += held_difference(f"{modality} item {index}", expected, actual, x, y, names)
+    found: list[str] = []
+    for where, x, y in item_pairs(expected, actual, names, found):
+        inner_x = [q - x.offset for q in x.embed_positions]
+        inner_y = [q - y.offset for q in y.embed_positions]
+        if (x.length, inner_x) != (y.length, inner_y):
+            found.append(f"{where}: ranges differ within the item: {a} {describe(x)} vs {b} "
+                         f"{describe(y)}")
+        found += held_difference(where, expected, actual, x, y, names)
     return found
 
 

@@ -41,8 +41,9 @@ class Finding:
     # axis ("versions": transformers, "vllm") -> why it has no upper bound (OPEN_AXES)
     open: Mapping[str, str] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def checks(self) -> tuple[str, ...]:
+        # asked for every finding on every failure a cell judges: derived once
         return tuple(dict.fromkeys(key.partition("@")[0] for key in self.evidence))
 
     def applies(self, fixture: str, check: str, version: str, subject: str | None = None,

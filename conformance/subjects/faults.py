@@ -137,43 +137,47 @@ def backend_processor_classes(multimodal: Any) -> list[type]:
     return list(dict.fromkeys(found))
 
 
-def _backend_offset_shift() -> list[Any]:
-    """vLLM's backend processor places each request's last item one token late."""
+def _around_apply(around: Callable[..., Any]) -> list[Any]:
+    """Patches of each backend processor's `apply` (Legacy and Offsets in 0.31.0), calling
+    `around(processor, original_apply, inputs, *args, **kwargs)` instead."""
     from vllm.model_executor.models.transformers import multimodal
 
     patches = []
     for cls in backend_processor_classes(multimodal):
-        original = cls.apply
-
-        def apply(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            out = _original(self, *args, **kwargs)
-            for modality, ranges in list(out["mm_placeholders"].items()):
-                if ranges:
-                    shifted = dataclasses.replace(ranges[-1], offset=ranges[-1].offset + 1)
-                    out["mm_placeholders"][modality] = [*ranges[:-1], shifted]
-            return out
+        def apply(self: Any, *args: Any, _original: Any = cls.apply, **kwargs: Any) -> Any:
+            return around(self, _original, *args, **kwargs)
 
         patches.append(mock.patch.object(cls, "apply", apply))
     return patches
+
+
+def _rewrap_apply(change: Callable[[Any, Any], Any]) -> list[Any]:
+    """Patches of the backend processors' `apply`, handing `change` the processor and each
+    output (it rebinds the output's entries: cached items are shared with the processor
+    cache, never mutated)."""
+    return _around_apply(lambda self, original, *args, **kwargs:
+                         change(self, original(self, *args, **kwargs)))
+
+
+def _backend_offset_shift() -> list[Any]:
+    """vLLM's backend processor places each request's last item one token late."""
+
+    def shifted(_processor: Any, out: Any) -> Any:
+        for modality, ranges in list(out["mm_placeholders"].items()):
+            if ranges:
+                last = dataclasses.replace(ranges[-1], offset=ranges[-1].offset + 1)
+                out["mm_placeholders"][modality] = [*ranges[:-1], last]
+        return out
+
+    return _rewrap_apply(shifted)
 
 
 def _backend_request_options_ignored() -> list[Any]:
     """vLLM's backend processor drops each request's own processor options (its
     `mm_processor_kwargs`, reaching the processor as `hf_processor_mm_kwargs`): the request is
     processed, and its items keyed in the processor cache, as if it gave none."""
-    from vllm.model_executor.models.transformers import multimodal
-
-    patches = []
-    for cls in backend_processor_classes(multimodal):
-        original = cls.apply
-
-        def apply(self: Any, inputs: Any, *args: Any, _original: Any = original,
-                  **kwargs: Any) -> Any:
-            dropped = dataclasses.replace(inputs, hf_processor_mm_kwargs={})
-            return _original(self, dropped, *args, **kwargs)
-
-        patches.append(mock.patch.object(cls, "apply", apply))
-    return patches
+    return _around_apply(lambda self, original, inputs, *args, **kwargs: original(
+        self, dataclasses.replace(inputs, hf_processor_mm_kwargs={}), *args, **kwargs))
 
 
 def _backend_rows_per_token() -> list[Any]:
@@ -313,22 +317,6 @@ def _backend_text_only_stack() -> list[Any]:
     return [mock.patch.object(mixin, "get_mrope_input_positions", positions)]
 
 
-def _rewrap_apply(change: Callable[[Any, Any], Any]) -> list[Any]:
-    """Patches of both backend processors' `apply`, handing `change` the processor and each
-    output (a new output: cached items are shared with the processor cache, never mutated)."""
-    from vllm.model_executor.models.transformers import multimodal
-
-    patches = []
-    for cls in backend_processor_classes(multimodal):
-        original = cls.apply
-
-        def apply(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            return change(self, _original(self, *args, **kwargs))
-
-        patches.append(mock.patch.object(cls, "apply", apply))
-    return patches
-
-
 def _backend_bos_doubled() -> list[Any]:
     """vLLM's backend hands over its prompt with the first token twice (BOS added again to a
     prompt that holds it), every placeholder moved along with it: the ids alone are wrong."""
@@ -392,17 +380,17 @@ def _backend_field_entry_dropped() -> list[Any]:
     dimension (the leading one is often a batch of 1)."""
     from vllm.multimodal.inputs import MultiModalKwargsItem, MultiModalKwargsItems
 
+    def cuttable(data: Any) -> bool:
+        return getattr(data, "is_floating_point", lambda: False)() and data.dim() >= 1 \
+            and data.shape[-1] >= 2
+
     def shorter(item: Any) -> Any:
-        if item is None:
+        key = next((k for k, elem in (item or {}).items() if cuttable(elem.data)), None)
+        if key is None:
             return item
-        new, done = MultiModalKwargsItem(dict(item)), False
-        for key, elem in item.items():
-            data = elem.data
-            if not done and getattr(data, "is_floating_point", lambda: False)() \
-                    and data.dim() >= 1 and data.shape[-1] >= 2:
-                new[key] = dataclasses.replace(elem, data=data[..., :-1])
-                done = True
-        return new
+        elem = item[key]
+        return MultiModalKwargsItem({**item, key: dataclasses.replace(elem,
+                                                                      data=elem.data[..., :-1])})
 
     def short(_processor: Any, out: Any) -> Any:
         out["mm_kwargs"] = MultiModalKwargsItems(
@@ -417,7 +405,6 @@ def _backend_cache_stale_fields() -> list[Any]:
     """vLLM's processor cache serves the backend's items without their last field (stored
     before the backend completed them): a request that hits the cache gets other data than
     one that does not."""
-    from vllm.model_executor.models.transformers import multimodal
     from vllm.multimodal.cache import MultiModalProcessorOnlyCache
     from vllm.multimodal.inputs import MultiModalKwargsItem
 
@@ -431,39 +418,30 @@ def _backend_cache_stale_fields() -> list[Any]:
             item = MultiModalKwargsItem({k: v for k, v in list(item.items())[:-1]})
         return item, updates
 
-    patches = [mock.patch.object(MultiModalProcessorOnlyCache, "get_and_update_item", served)]
-    for cls in backend_processor_classes(multimodal):
-        def apply(self: Any, *args: Any, _original: Any = cls.apply, **kwargs: Any) -> Any:
-            inside.append(True)
-            try:
-                return _original(self, *args, **kwargs)
-            finally:
-                inside.pop()
+    def marked(self: Any, original: Any, *args: Any, **kwargs: Any) -> Any:
+        inside.append(True)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            inside.pop()
 
-        patches.append(mock.patch.object(cls, "apply", apply))
-    return patches
+    return [mock.patch.object(MultiModalProcessorOnlyCache, "get_and_update_item", served),
+            *_around_apply(marked)]
 
 
 def _backend_errors_swallowed() -> list[Any]:
     """vLLM's backend swallows its own errors: a request it cannot place is served as text,
     its items dropped silently."""
-    from vllm.model_executor.models.transformers import multimodal
 
-    patches = []
-    for cls in backend_processor_classes(multimodal):
-        original = cls.apply
+    def swallowing(self: Any, original: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(self, inputs, *args, **kwargs)
+        except Exception:
+            text = dataclasses.replace(inputs, mm_data_items=self.info.parse_mm_data({}),
+                                       mm_uuid_items=None)
+            return original(self, text, *args, **kwargs)
 
-        def apply(self: Any, inputs: Any, *args: Any, _original: Any = original,
-                  **kwargs: Any) -> Any:
-            try:
-                return _original(self, inputs, *args, **kwargs)
-            except Exception:
-                text = dataclasses.replace(inputs, mm_data_items=self.info.parse_mm_data({}),
-                                           mm_uuid_items=None)
-                return _original(self, text, *args, **kwargs)
-
-        patches.append(mock.patch.object(cls, "apply", apply))
-    return patches
+    return _around_apply(swallowing)
 
 
 def _backend_mrope_shifted() -> list[Any]:
