@@ -10,7 +10,7 @@
 - jobs: the same on two default version columns, as the main job runs them (one worker per
   version): the speed-up of 2 jobs (target >= 1.7x);
 - jobs-matrix (on request): the same on the full default matrix, the main job itself, in the
-  order 2, 1, 2 (about 40 min);
+  order 2, 1, 2;
 - matrix (on request): the full default matrix through the main job, or `--from-run DIR`
   (target <= 20 min);
 - tests (on request): the README's test command (target <= 15 min);
@@ -21,8 +21,10 @@
 - cold-start: the model cold start per tiny fixture (benchmarks/cold_start.py, target <= 5 s);
 - mutation: one-line mutants planted into a private copy of vLLM's Transformers backend, each
   run through the matrix on the fixtures that exercise it; the share a comparison catches
-  (benchmarks/mutation.py, target >= 0.9). Not part of the default set: it takes most of an
-  hour on two cores.
+  (benchmarks/mutation.py, target >= 0.9). Not part of the default set: it reruns the matrix
+  once per mutant.
+
+The figures and what they showed: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -174,14 +176,12 @@ def _statuses(cells: list[dict]) -> dict[tuple, str]:
 def _jobs_speedup(args: list[str], out: dict, order: tuple[int, ...] = (1, 2, 2, 1),
                   warm: list[str] | None = None) -> dict:
     """`conformance run ARGS` with 1 worker and with 2, in a symmetric `order` (1, 2, 2, 1
-    or 2, 1, 2), each figure the mean of its runs: this machine's speed drifts over minutes
-    (overhead passes whose code differed by a few percent took from 1.0 s to 2.1 s within a
-    quarter of an hour, nothing else running), and one run of each, one after the other, puts
-    all of that drift into the ratio; a symmetric order cancels a drift that is steady over
-    the benchmark."""
+    or 2, 1, 2), each figure the mean of its runs: a shared machine's speed drifts over
+    minutes, and one run of each, one after the other, puts all of that drift into the ratio;
+    a symmetric order cancels a drift that is steady over the benchmark."""
     with tempfile.TemporaryDirectory() as folder:
         # untimed: every cache warm first (vLLM's on-disk model-info cache, rewritten whenever
-        # another vLLM copy ran, cost the first engine of a run about 10 s per worker)
+        # another vLLM copy ran, would slow the first engine of each worker)
         out["warm_run_seconds"] = round(_run_matrix([*(warm or args), "--jobs", "2"],
                                                     folder)[0], 1)
     verdicts, seconds, in_cells, stolen = [], {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
@@ -209,9 +209,9 @@ def bench_column(version: str = "5.17.0") -> dict:
     on its own core, taking the version's fixtures from one queue): the column's wall time,
     the speed-up, and that every run gave the same verdict in every cell. Target: <= 4 min.
 
-    Within one version, each of the two workers pays the fixed start of a worker (imports and
-    the compiled sampler, about 11 s; its first engine, about 3 s more) that one worker pays
-    once, so a column's speed-up stays below the main job's (`bench_jobs`)."""
+    Within one version, each of the two workers pays the fixed start of a worker (imports,
+    the compiled sampler, its first engine) that one worker pays once, so a column's speed-up
+    stays below the main job's (`bench_jobs`)."""
     return _jobs_speedup(["--versions", version], {"version": version, "target_minutes": 4})
 
 
@@ -219,7 +219,7 @@ def bench_jobs(versions: str = "5.15.1,5.17.0") -> dict:
     """The main job's speed-up from a second worker (target: 2 jobs >= 1.7x 1 job), on two
     default version columns: the main job runs one worker per version, two versions side by
     side with 2 jobs, one after the other with 1, so each worker's fixed start is paid side
-    by side as well. Two columns rather than all six keep the four runs near 15 min; two
+    by side as well. Two columns rather than all six keep the four runs short; two
     columns of unequal work end with one worker alone for their difference (too short for a
     helper's start to pay off), which the six columns of the main job share out
     (`bench_jobs_matrix`)."""
@@ -229,7 +229,7 @@ def bench_jobs(versions: str = "5.15.1,5.17.0") -> dict:
 
 def bench_jobs_matrix() -> dict:
     """The speed-up of 2 jobs on the main job itself: the full default matrix, in the order
-    2, 1, 2 (about 40 min on 2 cores; on request). The warm-up run loads every fixture's
+    2, 1, 2 (on request: it takes three full runs). The warm-up run loads every fixture's
     models on every version (`--checks model`): overlays, fixtures and vLLM's model-info
     cache ready, for a tenth of a full run."""
     return _jobs_speedup([], {"versions": "default", "target_speedup": 1.7}, order=(2, 1, 2),

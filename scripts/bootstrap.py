@@ -111,10 +111,9 @@ def uv_env() -> dict[str, str]:
 
 # How the packages are installed, part of the stamp: an environment built another way is
 # rebuilt. With their bytecode, as pip installs them (uv's default is without): where nothing
-# may write bytecode (PYTHONDONTWRITEBYTECODE, set on this project's machines) every process
-# compiled torch, transformers and vLLM from source again; measured on a fresh machine,
-# importing transformers and vLLM took 21.6 s from source and 10.0 s from bytecode, in every
-# worker and test process. Compiling takes about 30 s once.
+# may write bytecode (PYTHONDONTWRITEBYTECODE, set on this project's machines) every worker
+# and test process would compile torch, transformers and vLLM from source again, which
+# doubles their import time; compiling once costs far less (docs/performance.md).
 INSTALL_RECIPE = "--compile-bytecode"
 
 
@@ -227,8 +226,8 @@ def vllm_option(rest: list[str]) -> tuple[str, list[str]]:
 def run_default_tests(python: Path, env: dict[str, str]) -> int:
     """Every test on the environment's transformers, and beside it, in a second process, the
     suites on the Legacy path. Side by side because each pass spends most of its time in one
-    process on one core (the first pass 611 s then the Legacy pass 185 s, one after the other,
-    on this project's 2-core machine); the fixtures and overlays they share are built under a
+    process on one core, so on two cores the pair takes little more than the first pass
+    alone; the fixtures and overlays they share are built under a
     lock (`fixtures.cache.building`). The Legacy pass's output is kept in a file and printed
     after the first pass's, so neither is interleaved with the other."""
     runs = [

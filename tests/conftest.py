@@ -28,12 +28,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# Leaving a pass that loaded engines took ~40 s after pytest's summary (measured: 38 s after
-# test_modelchecks.py and test_faults.py): at interpreter exit each vLLM engine's finalizer
-# tears down the distributed state and runs a full `gc.collect()` over the process's heap,
-# one engine after another. Nothing is written after the summary, so once pytest is done (its
-# exit status kept from `pytest_sessionfinish`) the process leaves without those finalizers,
-# as the matrix's workers do (`conformance/run/worker.py::leave`).
+# Leaving a pass that loaded engines is slow: at interpreter exit each vLLM engine's
+# finalizer tears down the distributed state and runs a full `gc.collect()` over the
+# process's heap, one engine after another. Nothing is written after the summary, so once
+# pytest is done (its exit status kept from `pytest_sessionfinish`) the process leaves
+# without those finalizers, as the matrix's workers do (`conformance/run/worker.py::leave`).
 _exit_status: list[int] = []
 
 

@@ -6,8 +6,8 @@ finding is in conformance/expectations/findings.toml and shows up here as xfail 
 
 Every selected test's cell runs on first use, through the matrix runner as `conformance run`
 runs them: one worker per version (the processing and model cells of 5.17.0 share one, so its
-engines and imports are paid once), two workers side by side on their own cores. Measured:
-six workers one after another took ~186 s of the test command's 5.17.0 pass.
+engines and imports are paid once), two workers side by side on their own cores, rather
+than one worker per test, which would pay a worker's start each time.
 """
 
 import os

@@ -124,8 +124,8 @@ MAX_DEFAULT_JOBS = 4  # each worker holds its engines and models: memory, not CP
 
 
 def default_jobs(device: str) -> int:
-    """One worker per CPU on the CPU (measured on 2 cores: 1.7x or more with 2), one on a GPU
-    (workers would share the one device and its memory)."""
+    """One worker per CPU on the CPU (each pinned to its own core: docs/performance.md), one
+    on a GPU (workers would share the one device and its memory)."""
     if device != "cpu":
         return 1
     return max(1, min(MAX_DEFAULT_JOBS, len(os.sched_getaffinity(0))))

@@ -57,7 +57,7 @@ def columns_of(verdicts: list[Verdict]) -> list[str]:
 
 
 def vllm_note(verdicts: list[Verdict]) -> str:
-    """Which vLLM a run tested, for a title ("" for the default alone, as before)."""
+    """Which vLLM a run tested, for a title ("" for the default alone: no need to say it)."""
     found = vllms_of(verdicts)
     return "" if found in ([], [DEFAULT_VLLM]) else "vLLM " + ", ".join(found)
 

@@ -2,7 +2,7 @@
 
 A run on many versions repeats each finding over dozens of cells; every view (gate, report.md,
 report.html) lists a finding once, with the cells it covers. Cells recorded before verdicts named
-their finding (no `finding` id) stay ungrouped and are listed one by one, as before.
+their finding (no `finding` id) stay ungrouped and are listed one by one.
 """
 
 from __future__ import annotations

@@ -181,8 +181,8 @@ def run_version(version: str, cells: list[CellKey], log_dir: Path,
 
 def cpu_shares(jobs: int) -> list[tuple[int, ...]]:
     """The CPUs each of `jobs` workers runs on: disjoint shares of this process's CPUs. Two
-    workers that share every core slow each other down through torch's thread pools (measured:
-    `--jobs 2` ran slower than `--jobs 1` on 2 cores before the shares)."""
+    workers that share every core slow each other down through torch's thread pools
+    (docs/performance.md)."""
     cpus = sorted(os.sched_getaffinity(0))
     if jobs <= 1 or len(cpus) < jobs:
         return [tuple(cpus)] * max(1, jobs)
@@ -192,9 +192,8 @@ def cpu_shares(jobs: int) -> list[tuple[int, ...]]:
 
 def share_env(cpus: tuple[int, ...]) -> dict[str, str]:
     """A worker's environment for its share: pinned there (`worker.py`) and as many threads.
-    Tried unpinned (as many threads, free to use either core; 2026-12-02): 4% faster on a
-    2-version x 6-fixture run, but the benchmark's speed-ups fell (two columns 1.52x, one
-    column 1.61x, against 1.65-1.72x and 1.70x pinned), so workers stay pinned."""
+    Pinned rather than free to use any core: unpinned workers lowered the 2-job speed-up
+    (docs/performance.md)."""
     threads = str(len(cpus))
     return {"CONFORMANCE_CPUS": ",".join(map(str, cpus)), "OMP_NUM_THREADS": threads,
             "MKL_NUM_THREADS": threads}
@@ -223,8 +222,8 @@ class FixtureQueue:
     """The cells of one (vLLM, version), one fixture at a time, costliest first: the workers
     that share the version take the next fixture whenever they finish one, so a wrong
     estimate of a fixture's cost (a new fixture, a slower run) costs at most that fixture's
-    time at the end, where a split made in advance kept a worker busy while the other sat
-    idle (measured: 78 s against 58 s of cells on one 5.17.0 column)."""
+    time at the end, where a split made in advance keeps a worker busy while the other sits
+    idle."""
 
     def __init__(self, cells: list[CellKey], cost: Callable[[str], float]) -> None:
         by_fixture: dict[str, list[CellKey]] = defaultdict(list)
@@ -246,10 +245,9 @@ class FixtureQueue:
 
 
 # A job left free at the end of a run starts one more worker on the version with the most
-# work left, when that work is worth a worker's start (~11 s of imports and ~4 s of first
-# engine, measured): with one worker per version, the run otherwise ends with the slowest
-# version's worker alone (two default columns: 174 s vs 124 s of cells, a 2-job run waiting
-# ~50 s on one worker).
+# work left, when that work is worth a worker's start (its imports, compiled sampler and
+# first engine): with one worker per version, the run otherwise ends with the slowest
+# version's worker alone.
 HELP_MIN_SECONDS = 30.0
 
 

@@ -42,11 +42,9 @@ SEARCH_SEED = int(
 # suite search of the run draws from it, and each verdict records it.
 SEED_ENV = "CONFORMANCE_SEED"
 # A suite cell passes only on at least this many drawn cases compared per search (default
-# options, option sets), whatever the profile: a pass on the 8 cases the default profile used
-# to draw (floor 4) missed differences only a few texts show (issue #31: PaliGemma's prompt ids
-# differ only for a prompt ending in a newline). 25 costs the suites 2.2x-2.4x their time at 8
-# (measured on two versions' suite cells): about 12 of the default matrix's 20 minutes on two
-# cores, by estimate.
+# options, option sets), whatever the profile: a handful of cases misses differences only a
+# few texts show (issue #31: PaliGemma's prompt ids differ only for a prompt ending in a
+# newline). Its cost in the matrix's time: docs/performance.md.
 MIN_COMPARED = 25
 
 

@@ -167,9 +167,9 @@ def ensure_overlay(version: str, log=print, vllm: str = DEFAULT_VLLM) -> Overlay
 
 
 # An overlay is installed without bytecode, where the environment has its own (bootstrap's
-# INSTALL_RECIPE): compiling an overlay took 4.2 s against 0.2 s without, and saved about 1 s
-# of a worker's start (transformers' imports; vLLM's and torch's come from the environment),
-# measured 2026-12-02. A switch stays well under a second.
+# INSTALL_RECIPE): compiling it would cost more per switch than it saves a worker's start
+# (only transformers' imports come from the overlay), and a switch should stay under a
+# second (docs/performance.md).
 def _install_overlay(version: str, pins: tuple[str, ...], target: Path, log) -> None:
     marker = target / ".pins"
     if marker.exists() and marker.read_text().split() == list(pins):

@@ -81,7 +81,7 @@ class VllmUnderTest:
     @property
     def python(self) -> Path:
         # the default release runs where the harness itself runs (.venv, or wherever the
-        # project was installed beside vLLM 0.31.0), as before releases were an axis
+        # project was installed beside vLLM 0.31.0): no second environment to build
         if self.release.version == DEFAULT_VLLM:
             return Path(sys.executable)
         return self.release.python

@@ -65,20 +65,20 @@ def pin_to_share() -> None:
 
 
 # What nearly every cell imports: done before the first cell, so that no cell's time carries
-# it. A cell's seconds are what the runner balances workers by (`matrix.fixture_costs`); the
-# import time (about 11 s here) used to land on whichever fixture a worker ran first.
+# it. A cell's seconds are what the runner balances workers by (`matrix.fixture_costs`);
+# otherwise the import time lands on whichever fixture a worker runs first.
 WARM_UP = ("transformers", "hypothesis", "conformance.run.suite", "conformance.checks",
            "vllm.entrypoints.llm", "vllm.model_executor.models.transformers",
-           # the engine's model runner (the CPU one builds on the GPU one): about 4 s more
-           # that the first engine of a worker paid
+           # the engine's model runner (the CPU one builds on the GPU one), which the
+           # first engine of a worker would otherwise pay for
            "vllm.v1.worker.gpu_worker", "vllm.v1.worker.cpu_worker")
 
 
 def compile_sampler() -> None:
     """vLLM's sampler ranks logprobs with a `torch.compile`d function, compiled on its first
-    call in a process (about 4 s here) and once more, with dynamic shapes, on the next vocab
-    size (0.5 s): the first engine cell with logprobs of every worker paid it. Two calls
-    with two vocab sizes leave the dynamic graph every later call uses."""
+    call in a process and once more, with dynamic shapes, on the next vocab size: otherwise
+    the first engine cell with logprobs of every worker pays for it. Two calls with two
+    vocab sizes leave the dynamic graph every later call uses."""
     import torch
     from vllm.v1.sample.sampler import Sampler
 
@@ -146,8 +146,8 @@ def messages(stream: TextIO) -> Iterator[Any]:
 def leave(code: int) -> None:
     """End the process without its interpreter teardown. Every verdict is out and flushed, and
     nothing of a worker outlives it; tearing down the engines and models it kept (one or two
-    per fixture) took about 2 s per fixture (measured: 40 s after the last verdict of a
-    19-fixture column), time in which the matrix waits for a worker that has finished."""
+    per fixture) takes seconds per fixture, in which the matrix would wait for a worker that
+    has finished."""
     import os
 
     sys.stdout.flush()

@@ -319,7 +319,7 @@ class VllmSubject:
         self.name, self.model_impl, self.path, self.recipe = name, model_impl, path, recipe
         self._processors: dict[Options, Any] = {}
         # Video items where the backend under test takes the fixture's videos (native vLLM,
-        # its oracle, is then asked for them too); no limit for video otherwise, as before.
+        # its oracle, is then asked for them too); no limit for video otherwise.
         self.video = backend_takes_video(recipe)
         self.modalities = tuple(recipe.modalities) + (("video",) if self.video else ())
 

@@ -40,10 +40,10 @@ from fixtures.recipe import Recipe
 GENERATE_TOKENS = 4
 # fp32 on CPU: the largest logprob difference any passing model/generate cell of the baseline
 # measured (each side against native vLLM and the HF model, every version) is 9.5e-7 (pixtral,
-# qwen2_5_vl; most 0.0 or 4.8e-7): a bound 10x that is fp32 noise with room. The mutation
-# benchmark's bf16 cast of the embeddings moves logprobs by 4.9e-5 and an M-RoPE token type
-# off by one by 4.2e-5, both inside the former 1e-4; a missing input (qwen3_vl's DeepStack
-# features) by about 4e-3. Lower precisions keep vLLM's lenient rule.
+# qwen2_5_vl; most 0.0 or 4.8e-7): a bound 10x that is fp32 noise with room. It must stay
+# below 4e-5: a bf16 cast of the embeddings moves logprobs by 4.9e-5 and an M-RoPE token type
+# off by one by 4.2e-5 (mutation benchmark); a missing input (qwen3_vl's DeepStack features)
+# by about 4e-3. Lower precisions keep vLLM's lenient rule.
 LOGPROB_ATOL = {"float32": 1e-5}
 
 @dataclass(frozen=True)
