@@ -485,6 +485,81 @@ def test_the_findings_document_says_why_an_axis_is_open():
             assert f"no upper bound: {inline_markdown(why)}" in text, finding.id
 
 
+# --- where a finding is filed upstream and what confirms it ------------------------------------
+
+# Scripts of reports/confirm/ that confirm no finding, each with why
+PROBES = {"reports/confirm/video_probe.py": "a probe of 0.32.0's video support: it found "
+          "video-embed-token-tie, which video_embed_token_tie.py confirms"}
+
+
+def _finding(**extra) -> expectations.Finding:
+    return expectations.parse({"id": "x", "title": "t", "reason": "r", "fixtures": ["llava"],
+                               "evidence": {"cache": ["[1478]"]}, **extra})
+
+
+def test_upstream_and_confirmed_by_load():
+    assert expectations.get("backend-no-item-limit").confirmed_by == (
+        "reports/confirm/item_limits.py",)
+    assert expectations.get("audioflamingo3-budget-below-long-audio").confirmed_by == (
+        "reports/confirm/profiling_budgets.py", "reports/confirm/dummy_data.py")
+    assert expectations.get("voxtral-backend-processor-not-loaded").upstream == (
+        "https://github.com/vllm-project/vllm/pull/49958",)
+    # none recorded: both empty, never a guess
+    none = expectations.get("qwen3-vl-deepstack-dropped")
+    assert none.upstream == () and none.confirmed_by == ()
+    issue = "https://github.com/huggingface/transformers/issues/41749"
+    assert _finding(upstream=[issue]).upstream == (issue,)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"upstream": "https://github.com/vllm-project/vllm/pull/1"}, "`upstream` takes a list"),
+    ({"upstream": ["https://github.com/sgl-project/sglang/issues/1"]}, "upstream 'https://github"),
+    ({"upstream": ["http://github.com/vllm-project/vllm/pull/1"]}, "is no https://github.com/"),
+    ({"upstream": ["https://github.com/vllm-project/vllm/pull/0"]}, "is no https://github.com/"),
+    ({"upstream": ["https://github.com/vllm-project/vllm/pull/1#issuecomment-2"]}, "is no "),
+    ({"upstream": ["https://github.com/vllm-project/vllm/discussions/1"]}, "is no "),
+    ({"confirmed_by": ["reports/confirm/missing.py"]}, "is no script of reports/confirm/"),
+    ({"confirmed_by": ["reports/confirm/dummy_data.txt"]}, "is no script of reports/confirm/"),
+    ({"confirmed_by": ["reports/repro/llava-impl-errors-00000000.py"]}, "is no script of "),
+    ({"confirmed_by": ["reports/confirm/../confirm/item_limits.py"]}, "is no script of "),
+    ({"confirmed_by": [str(ROOT / "reports/confirm/item_limits.py")]}, "is no script of "),
+    ({"confirmed_by": ["reports/confirm/item_limits.py"] * 2}, "list of distinct strings"),
+    ({"confirmed_by": [1]}, "`confirmed_by` takes a list"),
+    ({"confirmed": ["reports/confirm/item_limits.py"]}, "unknown keys ['confirmed']"),
+])
+def test_a_bad_upstream_or_confirmed_by_is_refused_in_one_line(extra, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as refused:
+        _finding(**extra)
+    assert str(refused.value).startswith("finding 'x': ") and "\n" not in str(refused.value)
+
+
+def test_every_confirming_script_exists_and_confirms_a_finding():
+    named = {script for f in expectations.load() for script in f.confirmed_by}
+    assert all((ROOT / script).is_file() for script in named)
+    scripts = {str(path.relative_to(ROOT)) for path in (ROOT / "reports/confirm").glob("*.py")}
+    assert scripts - named == set(PROBES), "a script of reports/confirm/ that no finding names"
+    assert not set(PROBES) & named
+
+
+def test_a_script_a_reason_names_is_one_that_confirms_the_finding():
+    for finding in expectations.load():
+        mentioned = set(re.findall(r"reports/confirm/\w+\.py", finding.reason))
+        assert mentioned <= set(finding.confirmed_by), finding.id
+
+
+def test_the_findings_document_shows_upstream_and_confirmed_by():
+    text = findings_markdown()
+    for finding in expectations.load():
+        section = text.split(f"## {finding.id}\n", 1)[1].split("\n## ", 1)[0]
+        assert all(f"]({link})" in section for link in finding.upstream), finding.id
+        assert all(f"[`{script}`](../{script})" in section
+                   for script in finding.confirmed_by), finding.id
+    assert "- upstream: [vllm-project/vllm#49958](https://github.com/vllm-project/vllm/pull/49958)"\
+        in text
+    assert "- upstream: none known" in text
+    assert "- confirmed by: no standalone script: the harness's cells below" in text
+
+
 # --- rewording leaves the baseline's known cells known ------------------------------------------
 
 def test_every_known_cell_of_the_baseline_is_known_by_the_same_finding_rejudged():

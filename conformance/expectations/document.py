@@ -12,7 +12,7 @@ import textwrap
 from collections import defaultdict
 from pathlib import Path
 
-from conformance.expectations import ANY, SIDES, Finding, load
+from conformance.expectations import ANY, SIDES, UPSTREAM, Finding, load
 from conformance.paths import ROOT
 from conformance.run.vllms import RELEASES
 from impl.version import bounds, in_range, matches
@@ -105,6 +105,18 @@ def observed_cells(baseline: Path = BASELINE) -> dict[str, list[dict]]:
     return by_finding
 
 
+def _upstream(finding: Finding) -> str:
+    # "huggingface/transformers#47588": how GitHub refers to an issue or a pull request
+    found = [UPSTREAM.fullmatch(link) for link in finding.upstream]
+    return ", ".join(f"[{m[1]}#{m[3]}]({m[0]})" for m in found if m) or "none known"
+
+
+def _confirmed_by(finding: Finding) -> str:
+    # linked from docs/, where this document lives
+    return ", ".join(f"[`{script}`](../{script})" for script in finding.confirmed_by) or \
+        "no standalone script: the harness's cells below"
+
+
 def _observed(cells: list[dict]) -> list[str]:
     """Per transformers version its cells, and each signature observed (the check and the
     evidence's wording without its values) with its first evidence, as the baseline has them."""
@@ -159,6 +171,8 @@ def _section(finding: Finding, observed: list[dict] | None = None) -> list[str]:
              f"- subjects: {_names(finding.subjects)}",
              f"- processor options: {_options(finding)}",
              f"- deviates from transformers: {SIDES[finding.side]}",
+             f"- upstream: {_upstream(finding)}",
+             f"- confirmed by: {_confirmed_by(finding)}",
              *(["- drift it explains: " + ", ".join(
                  f"{'any check' if c == ANY else c} <= {b:g}" for c, b in finding.drift.items())]
                if finding.drift else []),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Confirms the InternVL part of legacy-count-mismatch-message-without-counts with transformers
+"""Confirms internvl-legacy-mismatch-message-without-counts with transformers
 only (vLLM's backend cannot create this processor at all: internvl-processor-shadowed). A
 prompt with no image placeholder and one image: transformers' (< 5.15) InternVLProcessor says
 that the numbers do not match, but not what they are.
