@@ -2,7 +2,7 @@
 
 A new check is one module here (or under `model/`) with its `CHECK = Check(...)` and the
 planted fault that proves it can fail; the plan, the cell runner, bisect, `check`'s hints, the
-README's table and the planted-fault tests all read this registry.
+table in docs/checks.md and the planted-fault tests all read this registry.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pkgutil
 
 from conformance.checks.contract import PASS, Check, NotApplicable, Outcome
 
-# Order of the checks in a run (and in the README's table): the checkpoint-level checks first.
+# Order of the checks in a run (and in docs/checks.md's table): the checkpoint-level checks first.
 ORDER = ("processing", "profiling", "dummy-data", "model", "encoder", "mrope", "generate",
          "prompt-ids", "placeholders", "embed-count", "cache", "slicing", "errors")
 
@@ -48,7 +48,7 @@ def check_ids(level: str | None = None) -> tuple[str, ...]:
 
 
 def checks_markdown() -> str:
-    """The README's table of checks (a test keeps the README in sync with the registry)."""
+    """The table of checks in docs/checks.md (a test keeps it in sync with the registry)."""
     rows = ["| check | level | what it states | compared with | proven by the planted fault |",
             "|---|---|---|---|---|"]
     for check in registry().values():

@@ -100,7 +100,7 @@ class Check:
     proof: Proof
     # proofs of sub-properties the main proof's subject does not claim (the backend's steps)
     more_proofs: tuple[Proof, ...] = ()
-    # what the check compares its subject with, as the README's check table says it
+    # what the check compares its subject with, as docs/checks.md's table says it
     compared_with: str = "native vLLM; the HF processor"
     loads_model: bool = False  # loads models: runs on vLLM's window + 1 by default
     # The backend fault that must turn every `vllm-backend` cell of this check that carries a
