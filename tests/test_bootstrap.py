@@ -1,6 +1,6 @@
 """scripts/bootstrap.py: the environments it names (the harness's), the README's test command
-(its two passes side by side, their outputs apart, the first failure its exit code), and the
-cache lock the two passes share."""
+(its tiers in order beside the Legacy pass, their outputs apart, the first failure its exit
+code), and the cache lock the passes share."""
 
 from __future__ import annotations
 
@@ -61,19 +61,33 @@ def script(path: Path, body: str) -> Path:
     return path
 
 
-def test_the_legacy_pass_runs_beside_the_first_and_prints_after_it(tmp_path, capfd):
+def test_the_tiers_run_in_order_with_the_legacy_pass_beside_printed_after(tmp_path, capfd):
     marker = tmp_path / "legacy-started"
-    # the first pass succeeds only if the Legacy pass started while it ran (within 20 s)
+    # a tier succeeds only if the Legacy pass started while it ran (within 20 s)
     python = script(tmp_path / "python", (
         f"for i in $(seq 200); do [ -e {marker} ] && break; sleep 0.1; done\n"
-        f"echo first pass output\n[ -e {marker} ] || exit 3\n"))
+        f"echo tier output: $*\n[ -e {marker} ] || exit 3\n"))
     script(tmp_path / "conformance", f"touch {marker}\necho legacy pass output: $*\nexit 1\n")
     code = bootstrap().run_default_tests(python, dict(os.environ))
     out = capfd.readouterr().out
-    assert code == 1  # the Legacy pass's failure, the first pass having passed
-    assert out.index("first pass output") < out.index("legacy pass output")
+    assert code == 1  # the Legacy pass's failure, both tiers having passed
+    fast, engine = out.index("tier output: -m pytest -m not model"), out.index("-m (model or e2e)")
+    assert fast < engine < out.index("legacy pass output")
     assert "exec --transformers 5.12.1" in out.split("legacy pass output:")[1]
-    assert "exit codes: transformers 5.17.0: 0, transformers 5.12.1: 1" in out
+    assert "exit codes: fast tier: 0, engine tier: 0, transformers 5.12.1 " \
+           "(Legacy placeholder path): 1" in out
+
+
+def test_a_failing_fast_tier_stops_the_run(tmp_path, capfd):
+    python = script(tmp_path / "python", "echo tier output: $*\nexit 1\n")
+    script(tmp_path / "conformance", "sleep 30\n")  # the Legacy pass, stopped with the run
+    started = time.monotonic()
+    code = bootstrap().run_default_tests(python, dict(os.environ))
+    out = capfd.readouterr().out
+    assert code == 1 and time.monotonic() - started < 20
+    assert "fast tier failed: the later tiers are not run" in out
+    assert "(model or e2e)" not in out.split("tier output")[-1]
+    assert "exit codes: fast tier: 1" in out
 
 
 def test_builders_of_one_cache_entry_wait_for_each_other(tmp_path):

@@ -134,6 +134,7 @@ def check(capfd, monkeypatch, path: Path, out: Path, *args: str) -> tuple[int, s
 
 
 @pytest.mark.vllm
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", ["llama-tokenizer", "processor-sizes", "no-native-model"])
 def test_checkpoints_unlike_our_recipes_get_verdicts(name, odd, tmp_path, capfd, monkeypatch):
     code, text, cells = check(capfd, monkeypatch, odd[name], tmp_path, "--checks",
@@ -165,6 +166,7 @@ def test_a_short_context_checkpoint_runs_every_check_model_ones_included(odd, tm
 
 
 @pytest.mark.vllm
+@pytest.mark.e2e
 def test_a_standalone_reproducer_runs_from_a_clean_folder(tmp_path, capfd, monkeypatch,
                                                           tmp_path_factory):
     """gemma3-offsets-newlines (transformers >= 5.15): the exported script replays the failing

@@ -127,6 +127,7 @@ def test_merge_combines_shards(tmp_path):
 
 
 @pytest.mark.vllm
+@pytest.mark.e2e
 def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path):
     args = [*CONFORMANCE, "run", "--fixtures", "llava,qwen2_5_vl,gemma3", "--versions", "5.17.0",
             "--checks", "prompt-ids,cache", "--output", str(tmp_path)]  # 12 cells
@@ -150,6 +151,7 @@ def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path):
 
 
 @pytest.mark.vllm
+@pytest.mark.e2e
 def test_bisect_finds_the_first_release_of_a_planted_version_dependent_fault():
     # two releases, each probed in its own worker (a worker's start is most of the time);
     # the search itself is tested with a fake probe (tests/test_bisect.py)

@@ -20,7 +20,7 @@ from conformance.run.plan import CHECKPOINT_SUBJECT as SMOKE_SUBJECT
 from conformance.run.versions import DEFAULT_VERSIONS, in_vllm_window
 from fixtures.registry import available_recipes
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.matrix]  # the main job judges these cells
 
 FIXTURES = available_recipes()
 PROCESSING_VERSIONS = [v for v in DEFAULT_VERSIONS if in_vllm_window(v)] + [
@@ -60,7 +60,7 @@ def _record(verdict: Verdict) -> None:
 
 def assert_verdict(verdict: Verdict) -> None:
     if verdict.status == "xfail":
-        pytest.xfail(verdict.detail)
+        pytest.xfail(verdict.finding)  # the finding id: one line in the summary
     if verdict.status == "n/a":
         pytest.skip(verdict.detail)
     assert verdict.status == "pass", f"{verdict.status}: {verdict.detail}"

@@ -158,6 +158,7 @@ def test_a_finding_behind_an_option_is_searched_after_the_default_options(tmp_pa
     assert "(with max_pixels=784)" in verdict.detail
 
 
+@pytest.mark.e2e  # runs the reproducer script in its own process
 def test_a_reproducer_reproduces_its_planted_fault_on_its_own(tmp_path):
     verdict = run_suite("llava", "impl", "placeholders", fault="offset-shift",
                         repro_dir=tmp_path)

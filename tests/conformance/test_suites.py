@@ -13,7 +13,7 @@ from conformance.run.suite import run_suite
 from conformance.subjects import SUBJECTS
 from fixtures.registry import available_recipes
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.matrix]  # the main job judges these cells
 
 
 @pytest.mark.parametrize("check", check_ids("case"))
@@ -22,6 +22,6 @@ pytestmark = pytest.mark.vllm
 def test_subject_conforms(fixture, subject, check):
     verdict = run_suite(fixture, subject, check)
     if verdict.status == "xfail":
-        pytest.xfail(verdict.detail)
+        pytest.xfail(verdict.finding)  # the finding id: one line in the summary
     assert verdict.status == "pass", (
         f"{verdict.status}: {verdict.detail}\nreproducer: {verdict.data.get('reproducer')}")
