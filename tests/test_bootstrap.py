@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.run import vllms
+from conformance.core import vllms
 from fixtures.cache import building
 
 ROOT = Path(__file__).resolve().parents[1]

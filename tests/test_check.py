@@ -257,8 +257,8 @@ def test_a_refusal_says_whose_problem_it_is(monkeypatch, backend_ok, default_ok,
     passing where the harness's settings fail a harness setting."""
     from dataclasses import replace
 
-    from conformance.inputs import checkpoints
-    from conformance.subjects import vllm
+    from conformance.inputs.checkpoints import CheckpointError
+    from conformance.subjects import serving, vllm
     from fixtures.registry import get_recipe
 
     recipe = replace(get_recipe("llava"), native_in_vllm=native)
@@ -274,8 +274,8 @@ def test_a_refusal_says_whose_problem_it_is(monkeypatch, backend_ok, default_ok,
     monkeypatch.setattr(vllm, "processor_from", processor_from)
     harness = RuntimeError("refused under the harness's settings")
     try:
-        message = checkpoints.diagnose("ckpt", recipe, harness)
-    except checkpoints.CheckpointError as error:
+        message = serving.diagnose("ckpt", recipe, harness)
+    except CheckpointError as error:
         message = str(error)
         assert expected != "the backend's limitation"
     else:

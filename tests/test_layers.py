@@ -1,8 +1,14 @@
-"""The layers stand one on another: impl <- fixtures <- conformance, never the other way.
+"""The layers stand one on another, and no import runs back up.
 
-`impl` imports nothing of ours (tests/impl/test_impl_import.py checks all it may import);
-`fixtures` may import `impl` but not `conformance`. Checked on the source, by AST, so an import
-inside a function (or one by `importlib.import_module("...")`) counts as much as a top-level one.
+Packages: impl <- fixtures <- conformance. `impl` imports nothing of ours
+(tests/impl/test_impl_import.py checks all it may import); `fixtures` may import `impl` but not
+`conformance`. Inside `conformance`, its floors (CONFORMANCE_FLOORS): the ground floor (`core`,
+`paths`: release facts, difference signatures) <- expectations <- inputs <- subjects <- checks
+<- results <- run <- cli; a module imports its own floor and those below. Checked on the source,
+by AST, so an import inside a function (or one by `importlib.import_module("...")`) counts as
+much as a top-level one. An import inside a function that only dodges a cycle (the module it
+imports imports this one at its top level) is flagged too: lazy imports are for what is heavy
+to load (vLLM, torch), not for hiding a loop.
 """
 
 from __future__ import annotations
@@ -15,6 +21,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # package -> the packages of ours it must not import
 FORBIDDEN = {"fixtures": {"conformance"}, "impl": {"fixtures", "conformance"}}
+# conformance's floors, lowest first; its top-level modules: paths on the ground, the package's
+# own __init__/__main__ (the entry points) above cli
+CONFORMANCE_FLOORS = ["core", "expectations", "inputs", "subjects", "checks", "results", "run",
+                      "cli"]
+GROUND = {"paths": "core", "__main__": "cli"}
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -66,6 +77,106 @@ def test_a_layer_imports_no_layer_above_it(package):
     assert not found, f"{package}/ must not import {sorted(FORBIDDEN[package])}:\n" + "\n".join(
         found
     )
+
+
+def floor(module: str) -> int | None:
+    """The floor of a conformance module (None: not one of ours, or the package itself)."""
+    parts = module.split(".")
+    if parts[0] != "conformance" or len(parts) < 2:
+        return None
+    name = GROUND.get(parts[1], parts[1])
+    return CONFORMANCE_FLOORS.index(name) if name in CONFORMANCE_FLOORS else None
+
+
+def upward_imports(root: Path = ROOT) -> list[str]:
+    found = []
+    for path in sorted((root / "conformance").rglob("*.py")):
+        mine = floor(module_name(path, root))
+        for line, name in imports(path, root):
+            theirs = floor(name)
+            if mine is not None and theirs is not None and theirs > mine:
+                found.append(f"{path.relative_to(root)}:{line} ({CONFORMANCE_FLOORS[mine]}) "
+                             f"imports {name} ({CONFORMANCE_FLOORS[theirs]})")
+    return found
+
+
+def test_no_conformance_import_runs_up_a_floor():
+    found = upward_imports()
+    assert not found, "imports that climb conformance's floors:\n" + "\n".join(found)
+
+
+def test_every_conformance_package_has_a_floor():
+    packages = {p.name for p in (ROOT / "conformance").iterdir()
+                if (p / "__init__.py").exists()}
+    modules = {p.stem for p in (ROOT / "conformance").glob("*.py") if p.stem != "__init__"}
+    assert packages == set(CONFORMANCE_FLOORS)
+    assert modules <= set(GROUND)
+
+
+def function_imports(path: Path, root: Path = ROOT) -> set[int]:
+    """The lines of the imports inside a function of the file."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return {node.lineno for function in ast.walk(tree)
+            if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+            for node in ast.walk(function) if isinstance(node, ast.Import | ast.ImportFrom)}
+
+
+def cycle_dodges(root: Path = ROOT) -> list[str]:
+    """Imports inside a function of a module that the imported module reaches back to from its
+    own top level (a package's __init__ loading its own submodules on demand is no cycle)."""
+    files = {module_name(p, root): p for package in ("conformance", "fixtures", "impl")
+             for p in (root / package).rglob("*.py")}
+
+    def ours(name: str) -> str | None:  # the module an imported name lives in
+        parts = name.split(".")
+        return next((".".join(parts[:i]) for i in range(len(parts), 0, -1)
+                     if ".".join(parts[:i]) in files), None)
+
+    top: dict[str, set[str]] = {}
+    inner: dict[str, list[tuple[int, str]]] = {}
+    for module, path in files.items():
+        lazy = function_imports(path, root)
+        found = [(line, ours(name)) for line, name in imports(path, root) if ours(name)]
+        top[module] = {m for line, m in found if line not in lazy}
+        inner[module] = [(line, m) for line, m in found if line in lazy]
+
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for target in top.get(todo.pop(), ()):
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        return seen
+
+    return [f"{files[m].relative_to(root)}:{line} imports {target} inside a function, and "
+            f"{target} imports {m} at its top level"
+            for m in sorted(inner) for line, target in inner[m]
+            if not target.startswith(m + ".") and m in reaches(target)]
+
+
+def test_no_import_inside_a_function_only_dodges_a_cycle():
+    found = cycle_dodges()
+    assert not found, "\n".join(found)
+
+
+def test_the_floor_scan_sees_a_climb_and_a_dodged_cycle(tmp_path):
+    for package, body in {
+        "conformance/__init__.py": "",
+        "conformance/core/__init__.py": "",
+        "conformance/core/facts.py": "def f():\n    from conformance.run import session\n",
+        "conformance/run/__init__.py": "",
+        "conformance/run/session.py": "from conformance.run import cell\n",
+        "conformance/run/cell.py": "def g():\n    from conformance.run import session\n",
+        "fixtures/__init__.py": "", "impl/__init__.py": "",
+    }.items():
+        (tmp_path / package).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / package).write_text(body)
+    assert upward_imports(tmp_path) == [
+        f"{Path('conformance/core/facts.py')}:2 (core) imports conformance.run.session (run)"]
+    assert cycle_dodges(tmp_path) == [
+        f"{Path('conformance/run/cell.py')}:2 imports conformance.run.session inside a "
+        "function, and conformance.run.session imports conformance.run.cell at its top level"]
 
 
 def test_the_scan_sees_every_kind_of_import(tmp_path):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from conformance.core import vllms
 from conformance.results.cells import columns_of, short_label
 from conformance.results.markdown import markdown
 from conformance.results.report import read_results, write_results
 from conformance.results.verdict import CellKey, Verdict
-from conformance.run import vllms
 from conformance.run.plan import expand_cells
 from conformance.run.versions import overlay_dir
 

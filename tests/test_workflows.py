@@ -61,7 +61,7 @@ def test_commands_in_workflows_exist(command):
 def test_the_upgrade_gate_takes_the_vllm_release_and_the_nightly_tests_0_33_0():
     import yaml
 
-    from conformance.run import vllms
+    from conformance.core import vllms
 
     upgrade = yaml.safe_load((ROOT / ".github/workflows/transformers-upgrade.yml").read_text())
     inputs = upgrade[True]["workflow_dispatch"]["inputs"]  # YAML 1.1 reads `on` as True

@@ -16,8 +16,8 @@ from typing import Any
 
 from conformance.checks.differences import Names, error_text
 from conformance.inputs.cases import Case
-from conformance.run.isolation import processor_defaults_fresh
 from conformance.subjects.context import Context, per_request
+from conformance.subjects.isolation import processor_defaults_fresh
 from impl.types import ProcessedPrompt
 
 REQUEST = "request options"

@@ -72,11 +72,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if unknown := sorted(set(checks) - set(check_ids())):
         return fail(f"unknown check(s) {', '.join(unknown)} (known: {', '.join(check_ids())})")
     from conformance.inputs import checkpoints as checkpoint
+    from conformance.subjects.serving import serving
 
     try:
         path = checkpoint.resolve(args.checkpoint)
         recipe = checkpoint.recipe_for(path, args.checkpoint)
-        recipe, note = checkpoint.serving(path, recipe)
+        recipe, note = serving(path, recipe)
     except checkpoint.CheckpointError as error:
         return fail(str(error))
     dtype = args.dtype if args.dtype != "auto" else (
@@ -144,12 +145,12 @@ def print_header(ref: str, path: Path, recipe, note: str | None, version: str, d
 def run_checks(recipe, path: str, checks: tuple[str, ...]) -> list[Verdict]:
     """Every check in the registry's order: checkpoint-level cells once, suites per subject."""
     from conformance.checks import registry
+    from conformance.core.vllms import current_label
     from conformance.results.verdict import CellKey
     from conformance.run.cell import run_checkpoint
     from conformance.run.plan import CHECKPOINT_SUBJECT
     from conformance.run.suite import run_suite
     from conformance.run.versions import installed_transformers
-    from conformance.run.vllms import current_label
 
     version = installed_transformers()
     verdicts: list[Verdict] = []

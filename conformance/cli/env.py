@@ -12,8 +12,8 @@ from conformance.run.versions import DEFAULT_VERSIONS, in_vllm_window
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
+    from conformance.core.vllms import DEFAULT_VLLM, release, unsupported
     from conformance.run import versions
-    from conformance.run.vllms import DEFAULT_VLLM, release, unsupported
     from impl.version import placeholder_strategy
 
     vllm = release(args.vllm).version  # a one-line error for an unknown release

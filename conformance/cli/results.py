@@ -17,8 +17,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
                           baseline_version=args.baseline_version,
                           baseline_vllm=args.baseline_vllm, accept=frozenset(args.accept))
     if args.baseline_vllm is not None:
+        from conformance.core.vllms import sort_key
         from conformance.results.releases import compare_releases, render_lines
-        from conformance.run.vllms import sort_key
 
         # the baseline's release against each release of the run: findings fixed and new
         pinned = [v for v in baseline if v.vllm == args.baseline_vllm]

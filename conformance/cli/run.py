@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
+from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
 from conformance.results.verdict import BAD, CellKey, Verdict
 from conformance.run.versions import DEFAULT_VERSIONS, ENV_VERSION
-from conformance.run.vllms import DEFAULT_VLLM
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -26,7 +26,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     checks = csv(args.checks) or all_checks
     subjects = csv(args.subjects) or DEFAULT_SUBJECTS
     versions = csv(args.versions) or DEFAULT_VERSIONS
-    from conformance.run import vllms as vllm_axis
+    from conformance.core import vllms as vllm_axis
 
     under_test = vllm_axis.parse_many(csv(args.vllm))  # a one-line error names a bad one
     for kind, given, known in (("fixture", fixtures, RECIPE_MODULES), ("check", checks, all_checks),

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from conformance.core.signatures import magnitude
 from conformance.paths import ROOT
 from impl.version import bounds, matches
 
@@ -73,8 +74,6 @@ class Finding:
         explains another's failure) is in `observed`, and a drift `observed` reports is
         within the bound the finding states for the check (none stated: it explains no
         drift, so a larger one, or a numeric difference beside a known one, is new)."""
-        from conformance.results.signature import magnitude
-
         shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ()) + \
             (self.evidence.get(f"{check}@{fixture}", ()) if fixture else ())
         if not any(text in observed for text in shown):

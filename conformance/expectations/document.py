@@ -12,9 +12,10 @@ import textwrap
 from collections import defaultdict
 from pathlib import Path
 
+from conformance.core.signatures import difference_kind
+from conformance.core.vllms import RELEASES
 from conformance.expectations import ANY, SIDES, UPSTREAM, Finding, load
 from conformance.paths import ROOT
-from conformance.run.vllms import RELEASES
 from impl.version import bounds, in_range, matches
 
 DOCUMENT = ROOT / "docs" / "findings.md"
@@ -120,7 +121,6 @@ def _confirmed_by(finding: Finding) -> str:
 def _observed(cells: list[dict]) -> list[str]:
     """Per transformers version its cells, and each signature observed (the check and the
     evidence's wording without its values) with its first evidence, as the baseline has them."""
-    from conformance.run.suite import signature
     from impl.version import parse_version
 
     if not cells:
@@ -139,7 +139,7 @@ def _observed(cells: list[dict]) -> list[str]:
         for cell in group:
             match = re.search(r"\[observed: (.*?)\](?: \(|$)", cell["detail"], re.S)
             evidence = match.group(1) if match else cell["detail"]
-            versions, _ = signatures.setdefault(signature(cell["check"], evidence),
+            versions, _ = signatures.setdefault(difference_kind(cell["check"], evidence),
                                                 ([], " ".join(evidence.split())[:200]))
             if version not in versions:
                 versions.append(version)

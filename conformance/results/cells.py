@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
+from conformance.core.vllms import DEFAULT_VLLM, sort_key
 from conformance.results.verdict import STATUSES, Verdict
-from conformance.run.vllms import DEFAULT_VLLM, sort_key
 from impl.version import parse_version
 
 SYMBOLS = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X!", "inconclusive": "?",

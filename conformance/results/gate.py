@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from conformance.core.signatures import magnitude, signature
 from conformance.results.cells import cells_text, one_line
 from conformance.results.known import group_known, title_of, wrapped_labels
-from conformance.results.signature import magnitude, signature
 from conformance.results.verdict import BAD, CellKey, Verdict
 
 GOOD = frozenset({"pass"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from collections import Counter
 
+from conformance.core.vllms import IMPL_REFERENCE
 from conformance.results.cells import (
     SYMBOLS,
     anchor,
@@ -30,7 +31,6 @@ from conformance.results.cells import (
 )
 from conformance.results.known import group_known
 from conformance.results.verdict import STATUSES, Verdict
-from conformance.run.vllms import IMPL_REFERENCE
 from impl.version import parse_version
 
 esc = html.escape

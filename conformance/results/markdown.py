@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from conformance.core.vllms import IMPL_REFERENCE
 from conformance.expectations.document import inline_markdown
 from conformance.results.agreement import markdown_section as agreement_section
 from conformance.results.cells import (
@@ -23,7 +24,6 @@ from conformance.results.cells import (
 from conformance.results.known import group_known, observed
 from conformance.results.releases import markdown_sections
 from conformance.results.verdict import STATUSES, Verdict
-from conformance.run.vllms import IMPL_REFERENCE
 
 
 def finding_anchor(finding_id: str) -> str:

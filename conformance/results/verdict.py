@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
-from conformance.run.vllms import DEFAULT_VLLM
+from conformance.core.vllms import DEFAULT_VLLM
 
 STATUSES = ("pass", "fail", "xfail", "xpass", "inconclusive", "error", "crash", "timeout", "n/a")
 # `inconclusive`: a suite cell that compared fewer cases than its floor (or never exercised a

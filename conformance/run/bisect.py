@@ -41,7 +41,7 @@ def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None,
                vllm: str | None = None) -> Callable[[str], Verdict]:
     """A probe running the cell on a version in its own worker (overlay on PYTHONPATH), the
     vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0)."""
-    from conformance.run import vllms
+    from conformance.core import vllms
     from conformance.run.matrix import run_version
 
     under_test = vllms.parse(vllm or vllms.DEFAULT_VLLM)

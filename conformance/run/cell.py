@@ -42,7 +42,7 @@ def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None) -> Verdi
     if key.version != transformers.__version__:
         return Verdict.of(key, "error",
                           f"worker runs transformers {transformers.__version__}, not {key.version}")
-    from conformance.run.vllms import current_label, unsupported
+    from conformance.core.vllms import current_label, unsupported
 
     if key.vllm != current_label():
         return Verdict.of(key, "error", f"worker runs vLLM {current_label()}, not {key.vllm}")

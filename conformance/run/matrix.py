@@ -24,9 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance.core.vllms import DEFAULT_VLLM, VllmUnderTest, of_label, sort_key
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.versions import ensure_overlay
-from conformance.run.vllms import DEFAULT_VLLM, VllmUnderTest, of_label, sort_key
 from conformance.run.worker import MARK, START
 from impl.version import parse_version
 

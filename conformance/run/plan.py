@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from conformance.checks import get_check
+from conformance.core.vllms import DEFAULT_VLLM, sort_key
 from conformance.results.verdict import CellKey
-from conformance.run.vllms import DEFAULT_VLLM, sort_key
 from impl.version import parse_version
 
 # The checkpoint-level checks compare vLLM's backend with native vLLM: one subject

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -19,15 +18,16 @@ from hypothesis.errors import Unsatisfiable
 from conformance.checks import get_check
 from conformance.checks.contract import Outcome
 from conformance.checks.differences import error_text
+from conformance.core.signatures import difference_kind
+from conformance.core.vllms import current_label
 from conformance.inputs import examples
 from conformance.inputs.cases import Case
 from conformance.inputs.strategies import FIXED_SEED_PROFILES, cases
 from conformance.paths import REPORTS_DIR
 from conformance.results.judge import Failure, judge, known
 from conformance.results.verdict import CellKey, Verdict
-from conformance.run.isolation import processor_defaults_restored
-from conformance.run.vllms import current_label
 from conformance.subjects.context import OracleFailed, make_context
+from conformance.subjects.isolation import processor_defaults_restored
 
 REPRO_DIR = REPORTS_DIR / "repro"
 # The seed of every search of the fixed-seed profiles (dev, ci). Hypothesis's `derandomize`
@@ -61,16 +61,6 @@ def failure_type(signature: str) -> type[CheckFailed]:
     if signature not in _FAILURE_TYPES:
         _FAILURE_TYPES[signature] = type("CheckFailed", (CheckFailed,), {"signature": signature})
     return _FAILURE_TYPES[signature]
-
-
-def signature(check: str, evidence: str) -> str:
-    """A difference's kind: the check and the evidence's wording without its values (numbers,
-    hashes, quoted and bracketed values), up to its third clause. Stable while a case shrinks,
-    distinct between sub-properties and kinds of difference."""
-    text = re.sub(r"\[[^\]]*\]|\([^)]*\)|'[^']*'|\"[^\"]*\"", "…", evidence)
-    text = re.sub(r"\b[0-9a-f]{16,}\b", "…", text)
-    text = re.sub(r"\d+", "#", text)
-    return f"{check}: " + ":".join(text.split(":")[:3]).strip()[:120]
 
 
 @dataclass
@@ -188,7 +178,7 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
         found.exercised |= set(outcome.exercised)
         raised = None
         for evidence in outcome.differences:
-            sig = signature(check, evidence)
+            sig = difference_kind(check, evidence)
             if known(key, Failure(evidence, case.processor_kwargs)):
                 # a known finding is recorded, not raised: the search goes on for new ones
                 found.known.setdefault(sig, (evidence, case))

@@ -17,8 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance.core.vllms import DEFAULT_VLLM, RELEASES
 from conformance.paths import ENV_DIR, cache_dir
-from conformance.run.vllms import DEFAULT_VLLM, RELEASES
 from fixtures.cache import building
 from impl.version import in_range
 

@@ -32,11 +32,11 @@ def per_request(party: Any, case: Any, **kwargs: Any) -> ProcessedPrompt:
     `kwargs` go to `party.process` as they are (`cache=`).
 
     Processors make the options they count tokens with their class's defaults
-    (`conformance.run.isolation`): the case's model-level runs, earlier in the same case, would
+    (`conformance.subjects.isolation`): the case's model-level runs, earlier in the same case, would
     hand this request the options as defaults, and a processor that ignores them per request
     would pass. So it starts from the defaults a deployment without model-level options has.
     """
-    from conformance.run.isolation import processor_defaults_fresh
+    from conformance.subjects.isolation import processor_defaults_fresh
 
     with processor_defaults_fresh():
         return party.process(replace(case, processor_kwargs=()),

@@ -300,7 +300,7 @@ def backend_takes_video(recipe: Any) -> bool:
     transformers (`vllms.backend_takes_video`, from the release)."""
     import transformers
 
-    from conformance.run import vllms
+    from conformance.core import vllms
 
     return bool(getattr(recipe, "takes_video", False)) and vllms.backend_takes_video(
         vllms.current_label(), transformers.__version__)

@@ -76,10 +76,10 @@ def test_each_example_shows_its_findings_where_they_apply():
     of the case-level checks, for a suite subject) is shown by the example in at least one of
     them, as the suite judges it."""
     from conformance.checks import get_check
-    from conformance.run.isolation import processor_defaults_restored
+    from conformance.core.vllms import current_label
     from conformance.run.suite import exception_text
-    from conformance.run.vllms import current_label
     from conformance.subjects.context import OracleFailed, make_context
+    from conformance.subjects.isolation import processor_defaults_restored
 
     version, vllm = transformers.__version__, current_label()
     unshown = []

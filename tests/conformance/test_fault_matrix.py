@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conformance.checks import registry
-from conformance.results.signature import signature
+from conformance.core.signatures import signature
 from conformance.subjects.faults import kind
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 import types
 
-from conformance.run.isolation import processor_defaults_restored
 from conformance.subjects.context import fixture_path
+from conformance.subjects.isolation import processor_defaults_restored
 
 
 def test_defaults_mutated_inside_are_restored(monkeypatch):

@@ -6,7 +6,8 @@ import dataclasses
 import pytest
 
 from conformance import expectations
-from conformance.run.suite import run_suite, signature
+from conformance.core.signatures import difference_kind
+from conformance.run.suite import run_suite
 
 pytestmark = pytest.mark.vllm
 
@@ -70,13 +71,14 @@ def test_too_few_compared_cases_is_inconclusive_not_a_pass(monkeypatch, tmp_path
     assert verdict.data["oracle_failures"] > 0
 
 
-def test_signatures_tell_kinds_of_difference_apart_but_not_values():
-    a = signature("cache", "image item 0: hash ('ab12',) in the batch but ('cd34',) alone")
-    b = signature("cache", "image item 2: hash ('ff00',) in the batch but ('0a0b',) alone")
-    c = signature("cache", "image item 0 alone vs in batch.pixel_values: shape [1, 2] vs [1, 3]")
+def test_difference_kinds_tell_kinds_of_difference_apart_but_not_values():
+    kind = difference_kind
+    a = kind("cache", "image item 0: hash ('ab12',) in the batch but ('cd34',) alone")
+    b = kind("cache", "image item 2: hash ('ff00',) in the batch but ('0a0b',) alone")
+    c = kind("cache", "image item 0 alone vs in batch.pixel_values: shape [1, 2] vs [1, 3]")
     assert a == b != c
-    assert signature("errors", "3 placeholders for 2 items: a bare assertion instead of a "
-                     "clear error: AssertionError('x')") != signature(
+    assert kind("errors", "3 placeholders for 2 items: a bare assertion instead of a "
+                "clear error: AssertionError('x')") != kind(
         "errors", "3 placeholders for 2 items: no error; 2 items were placed as {}")
 
 

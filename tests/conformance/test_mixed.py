@@ -18,11 +18,11 @@ import pytest
 import torch
 
 from conformance.checks.slicing import MIXED, claims, mixed_difference
+from conformance.core import vllms
 from conformance.inputs.cases import Case
 from conformance.inputs.media import Media
 from conformance.inputs.strategies import companion
 from conformance.paths import ROOT
-from conformance.run import vllms
 from conformance.subjects.context import Context
 from fixtures.registry import get_recipe
 from impl.types import Placeholder, ProcessedPrompt

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, seed, settings
 
+from conformance.core import vllms
 from conformance.inputs.cases import Case
 from conformance.inputs.media import VIDEO_FPS, Media, make_media, mm_data
 from conformance.inputs.strategies import VIDEO_FRAMES, VIDEO_SIDES, cases
-from conformance.run import vllms
 from conformance.run.suite import SEARCH_SEED, Search
 from conformance.subjects.context import Context
 from conformance.subjects.hf import video_inputs

@@ -5,7 +5,6 @@ under vLLM tests' `check_logprobs_close` rule."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from conformance.checks.contract import (
@@ -16,6 +15,7 @@ from conformance.checks.contract import (
     Proof,
     returning_outcome,
 )
+from conformance.checks.model import hf_reference
 from conformance.checks.model.inputs import error_text, two_item_inputs
 from conformance.checks.model.loading import (
     BACKEND,
@@ -26,9 +26,11 @@ from conformance.checks.model.loading import (
     llm,
 )
 from conformance.checks.model.references import (
+    GENERATE_TOKENS,
     HF_PREFIX,
     HF_REF,
     NATIVE_REF,
+    Decoded,
     references_of,
     run_references,
     three_way,
@@ -37,7 +39,6 @@ from conformance.checks.model.reproducer import TOP_LOGPROBS
 from conformance.inputs.media import mm_data
 from fixtures.recipe import Recipe
 
-GENERATE_TOKENS = 4
 # fp32 on CPU: the largest logprob difference any passing model/generate cell of the baseline
 # measured (each side against native vLLM and the HF model, every version) is 9.5e-7 (pixtral,
 # qwen2_5_vl; most 0.0 or 4.8e-7): a bound 10x that is fp32 noise with room. It must stay
@@ -45,13 +46,6 @@ GENERATE_TOKENS = 4
 # off by one by 4.2e-5 (mutation benchmark); a missing input (qwen3_vl's DeepStack features)
 # by about 4e-3. Lower precisions keep vLLM's lenient rule.
 LOGPROB_ATOL = {"float32": 1e-5}
-
-@dataclass(frozen=True)
-class Decoded:
-    prompt_ids: tuple[int, ...]
-    tokens: tuple[int, ...]
-    logprobs: tuple[dict[int, float], ...]  # per step, the top logprobs (and the chosen one)
-
 
 def decode(engine: Any, prompt: str, modality: str, items: list,
            tokens: int = GENERATE_TOKENS) -> Decoded:
@@ -171,8 +165,6 @@ def reference_decode(ref: str, recipe: Recipe, path: str, device: str, dtype: st
                      tokens: int = GENERATE_TOKENS) -> Decoded:
     """Greedy decoding by a reference: native vLLM's engine, or the HF model."""
     if ref == HF_REF:
-        from conformance.checks.model import hf_reference
-
         return hf_reference.decode(recipe, path, device, dtype, prompt, modality, items, tokens)
     return engine_decode(recipe, path, NATIVE, device, dtype, prompt, modality, items, tokens)
 
@@ -221,8 +213,6 @@ def hf_ablation(recipe: Recipe, path: str, device: str, dtype: str, prompt: str,
                 compare: Callable[[Decoded, Decoded, str, str], list[str]]) -> str:
     """Where the HF model differs from the vLLM implementations: the first processor output
     (`hf_reference.ABLATIONS`) without which it agrees with the backend, named ('' if none)."""
-    from conformance.checks.model import hf_reference
-
     present = hf_reference.processed_keys(path, prompt, modality, items)
     for key in (k for k in hf_reference.ABLATIONS if k in present):
         ablated = hf_reference.decode(recipe, path, device, dtype, prompt, modality, items,

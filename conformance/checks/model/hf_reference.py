@@ -21,8 +21,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from conformance.checks.model.generate import GENERATE_TOKENS, Decoded
 from conformance.checks.model.loading import CACHE, build_hf_model, cache_key
+from conformance.checks.model.references import GENERATE_TOKENS, Decoded
 from conformance.checks.model.reproducer import greedy_steps
 from conformance.inputs.media import mm_data
 from conformance.subjects.hf import embed_token_id

@@ -12,12 +12,14 @@ HF model starts with `vs hf:` and names `hf` where the other says `native`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from conformance.checks.model.inputs import error_text
 from fixtures.recipe import Recipe
 
 NATIVE_REF, HF_REF = "native", "hf"
+GENERATE_TOKENS = 4  # greedy steps each reference decodes
 HF_PREFIX = "vs hf: "
 # What each attribution appends to the differences it concerns (a finding may name the side)
 DEVIATES = {
@@ -109,3 +111,10 @@ def merged_relations(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
                                      and merged[key] in ("agrees", "agree")):
                 merged[key] = value
     return merged
+
+
+@dataclass(frozen=True)
+class Decoded:
+    prompt_ids: tuple[int, ...]
+    tokens: tuple[int, ...]
+    logprobs: tuple[dict[int, float], ...]  # per step, the top logprobs (and the chosen one)

@@ -5,6 +5,8 @@ and the gate tells a known cell's new difference from the one the baseline recor
 The checks word a measured drift as "off by X" (logprobs), "max abs X" and "rel-L2 X" (tensors);
 `magnitude` reads those. A `signature` masks measured values (numbers with a decimal point or an
 exponent) and keeps integers: token ids, shapes, counts and positions are part of what differs.
+A `difference_kind` masks every value: what a search groups its failures by while it shrinks
+them, and what a finding's history is told apart by.
 """
 
 from __future__ import annotations
@@ -31,3 +33,13 @@ def magnitude(evidence: str) -> float | None:
 def signature(evidence: str) -> str:
     """The evidence with measured values masked as `#`."""
     return _MEASUREMENT.sub("#", evidence)
+
+
+def difference_kind(check: str, evidence: str) -> str:
+    """A difference's kind: the check and the evidence's wording without its values (numbers,
+    hashes, quoted and bracketed values), up to its third clause. Stable while a case shrinks,
+    distinct between sub-properties and kinds of difference."""
+    text = re.sub(r"\[[^\]]*\]|\([^)]*\)|'[^']*'|\"[^\"]*\"", "…", evidence)
+    text = re.sub(r"\b[0-9a-f]{16,}\b", "…", text)
+    text = re.sub(r"\d+", "#", text)
+    return f"{check}: " + ":".join(text.split(":")[:3]).strip()[:120]

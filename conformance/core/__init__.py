@@ -1,0 +1,4 @@
+"""The ground floor: what every layer above names the same way, importing nothing of ours above
+it (tests/test_layers.py). The vLLM releases and labels a cell can carry (`vllms`), and the
+wording of a difference with its values masked (`signatures`).
+"""
