@@ -241,14 +241,19 @@ def test_logprobs_rule_rejects_a_token_outside_the_other_top_k() -> None:
 # --- the standalone reproducer of the model checks ---------------------------------------------
 
 
+# each script loads vLLM and the HF model in a process of its own (about 20 s): one that
+# reproduces and one that does not run by default, the other two with -m slow
 @pytest.mark.parametrize("fixture, check, status, said", [
-    ("aya_vision", "generate", 1, "backend vs the HF model: FAILS: step 0: logprob of token"),
+    pytest.param("aya_vision", "generate", 1,
+                 "backend vs the HF model: FAILS: step 0: logprob of token",
+                 marks=pytest.mark.slow),
     ("llava", "generate", 0, "backend vs native vLLM: agrees"),
     # qwen3-vl-deepstack-dropped: native's rows carry the DeepStack features, the HF model's
     # merged rows do not
     ("qwen3_vl", "encoder", 1, "backend vs native vLLM: FAILS: item 0: shape backend (2, 64) "
                                "vs native vLLM (2, 192)"),
-    ("qwen2_5_vl", "mrope", 0, "backend vs native vLLM: agrees"),
+    pytest.param("qwen2_5_vl", "mrope", 0, "backend vs native vLLM: agrees",
+                 marks=pytest.mark.slow),
 ])
 def test_a_model_reproducer_runs_alone_and_compares_with_every_reference(
         fixture, check, status, said, tmp_path):
