@@ -12,18 +12,21 @@ compare, e.g. the oracle itself failed).
 
 The checks whose failure is a processing difference of one prompt get one: `processing`,
 `prompt-ids`, `placeholders`, and `errors` for a prompt whose placeholders do not match its
-items; and the model checks (`model`, `generate`, `encoder`, `mrope`): the backend as vLLM
-serves the prompt against the HF model and native vLLM (`checks.model.reproducer`, a module
-embedded from source). Other cells (impl's, cache, slicing, embed-count) keep their evidence
-and case in results.json.
+items (`results.processing_reproducer`, with the `hf` subject's own expansion,
+`subjects.hf_expansion`); and the model checks (`model`, `generate`, `encoder`, `mrope`): the
+backend as vLLM serves the prompt against the HF model and native vLLM
+(`checks.model.reproducer`). Each body is a linted module embedded from source. Other cells
+(impl's, cache, slicing, embed-count) keep their evidence and case in results.json.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from conformance.inputs.cases import Case
@@ -35,7 +38,9 @@ from conformance.inputs.media import (
     smoke_media,
     video_metadata,
 )
+from conformance.results import processing_reproducer
 from conformance.results.verdict import Verdict
+from conformance.subjects import hf_expansion
 from fixtures.recipe import Recipe
 
 CHECKS = ("processing", "prompt-ids", "placeholders", "errors")
@@ -156,9 +161,7 @@ def model_script(verdict: Verdict, recipe: Recipe, path: str, checkpoint: str) -
         check=verdict.check, claim=CLAIMS[verdict.check].format(references=references),
         vllm=vllm.__version__, transformers=transformers.__version__,
         observed=wrap(verdict.detail), make_media=inspect.getsource(make_media).strip(),
-        # the script's header holds the __future__ import, which only the top may
-        body=inspect.getsource(reproducer).replace(
-            "from __future__ import annotations\n", "").strip(),
+        body=embedded_source(reproducer),
         checkpoint=default_checkpoint(checkpoint), prompt=prompt, modality=modality,
         media=[(m.height, m.width, m.samples, m.seed) for m in media],
         sampling_rate=SAMPLING_RATE, native=recipe.native_in_vllm,
@@ -221,7 +224,26 @@ def script(request: Request, verdict: Verdict, *, statement: str, checkpoint: st
         oracle_name=request.oracle, sampling_rate=SAMPLING_RATE,
         make_media=inspect.getsource(make_media).strip(),
         video_metadata=inspect.getsource(video_metadata).strip(), video_fps=VIDEO_FPS,
+        expansion=embedded_source(hf_expansion), body=embedded_source(processing_reproducer),
     )
+
+
+# What the embedded modules import of this project: the script pastes those pieces itself
+PROJECT = ("conformance", "impl", "fixtures")
+
+
+def embedded_source(module: ModuleType) -> str:
+    """A standalone-safe module's source as a script embeds it: without its `__future__`
+    import (the script's header holds it, which only the top may) and without its imports
+    of this project, whose pieces the script pastes beside it."""
+    source = inspect.getsource(module)
+    lines = source.splitlines()
+    for node in reversed(ast.parse(source).body):
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+            [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        if any(name == "__future__" or name.split(".")[0] in PROJECT for name in names):
+            del lines[node.lineno - 1:node.end_lineno]
+    return "\n".join(lines).strip()
 
 
 def wrap(text: str, width: int = 92, indent: str = "            ") -> str:
@@ -264,7 +286,6 @@ COMPARE = {compare!r}
 ORACLE = {oracle_name!r}
 SAMPLING_RATE = {sampling_rate!r}
 VIDEO_FPS = {video_fps!r}
-CLEAR_ERRORS = (ValueError, RuntimeError, NotImplementedError)
 
 
 {make_media}
@@ -273,165 +294,16 @@ CLEAR_ERRORS = (ValueError, RuntimeError, NotImplementedError)
 {video_metadata}
 
 
-def items():
-    """vLLM's form: audios with their sampling rate, videos with their metadata."""
-    made = [make_media(MODALITY, *item) for item in ITEMS]
-    if MODALITY == "video":
-        return [(item, video_metadata(len(item))) for item in made]
-    return [(item, SAMPLING_RATE) for item in made] if MODALITY == "audio" else made
+{expansion}
 
 
-def vllm_processed(impl):
-    """Prompt ids and per item (offset, length, embedding positions), from vLLM's processor
-    made by its registry exactly as the engine makes it."""
-    from vllm.config import ModelConfig
-    from vllm.multimodal import MULTIMODAL_REGISTRY
-
-    config = ModelConfig(model=CHECKPOINT, model_impl=impl, limit_mm_per_prompt={{MODALITY: 8}},
-                         mm_processor_kwargs=OPTIONS or None, mm_processor_cache_gb=0,
-                         **FORMATS.get(impl, {{}}))
-    processor = MULTIMODAL_REGISTRY.create_processor(config)
-    out = processor(PROMPT, processor.info.parse_mm_data({{MODALITY: items()}}))
-    ranges = []
-    for r in out["mm_placeholders"].get(MODALITY, []):
-        mask = [True] * r.length if r.is_embed is None else r.is_embed.tolist()
-        ranges.append((r.offset, r.length, [r.offset + i for i, e in enumerate(mask) if e]))
-    return list(out["prompt_token_ids"]), ranges
+{body}
 
 
-def rows(value):
-    """The first row of a batched output, a tensor's or a list's, as ints."""
-    return value[0].tolist() if hasattr(value[0], "tolist") else list(value[0])
-
-
-def hf_processed():
-    """The HF processor's own expansion: ids, and per item the span its token type marks
-    (cut by the processor's own token counts), its embedding positions the model's token."""
-    from transformers import AutoConfig, AutoProcessor
-
-    processor = AutoProcessor.from_pretrained(CHECKPOINT, **OPTIONS)
-    config = AutoConfig.from_pretrained(CHECKPOINT)
-    made = [make_media(MODALITY, *item) for item in ITEMS]
-    key = {{"image": "images", "audio": "audio", "video": "videos"}}[MODALITY]
-    media = {{key: made}}
-    if MODALITY == "video" and getattr(processor.video_processor, "do_sample_frames", False):
-        # as vLLM's backend hands them over: every frame kept, no sampling
-        media["video_metadata"] = [{{k: v for k, v in video_metadata(len(v)).items()
-                                    if k != "do_sample_frames"}} for v in made]
-        media["do_sample_frames"] = False
-    # videos of different lengths do not stack into one tensor; the expansion is compared
-    out = processor(text=PROMPT, **media, return_mm_token_type_ids=True,
-                    return_tensors=None if MODALITY == "video" else "pt", **OPTIONS)
-    ids = rows(out["input_ids"])
-    token = next(int(v) for n in (MODALITY + "_token_id", MODALITY + "_token_index")
-                 if (v := getattr(config, n, None)) is not None)
-    type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
-    if type_ids is None:
-        marked, counts = [i for i, t in enumerate(ids) if t == token], None
-    else:
-        marked = [i for i, t in enumerate(rows(type_ids))
-                  if t == {{"image": 1, "video": 2, "audio": 3}}[MODALITY]]
-        counter = getattr(processor, "_get_num_multimodal_tokens", None)
-        counts = None
-        if counter is not None and MODALITY == "image":
-            counts = list(counter(image_sizes=[[h, w] for h, w, *_ in ITEMS],
-                                  **OPTIONS)["num_image_tokens"])
-        if counter is not None and MODALITY == "video":
-            counts = list(counter(video_sizes=[[f, h, w] for h, w, _, _, f in ITEMS],
-                                  **OPTIONS)["num_video_tokens"])
-    spans, start = [], 0
-    for count in counts or []:
-        spans.append(marked[start:start + count])
-        start += count
-    if counts is None:  # contiguous runs
-        for p in marked:
-            if spans and spans[-1][-1] == p - 1:
-                spans[-1].append(p)
-            else:
-                spans.append([p])
-    return ids, [(s[0], s[-1] - s[0] + 1, [p for p in range(s[0], s[-1] + 1) if ids[p] == token])
-                 for s in spans if s]
-
-
-def difference(expected, actual, names):
-    (ids_a, ranges_a), (ids_b, ranges_b) = expected, actual
-    if ids_a != ids_b:
-        i = next((i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y),
-                 min(len(ids_a), len(ids_b)))
-        return (f"prompt ids differ at position {{i}}: {{names[0]}} {{ids_a[i:i + 6]}} vs "
-                f"{{names[1]}} {{ids_b[i:i + 6]}} (lengths {{len(ids_a)}} vs {{len(ids_b)}})")
-    if COMPARE == "ids":
-        return None
-    if len(ranges_a) != len(ranges_b):
-        return f"{{names[0]}} has {{len(ranges_a)}} placeholders, {{names[1]}} {{len(ranges_b)}}"
-    for i, (a, b) in enumerate(zip(ranges_a, ranges_b)):
-        if a != b:
-            return (f"{{MODALITY}} item {{i}}: (offset, length, embedding positions) "
-                    f"{{names[0]}} {{a[:2]}} {{a[2][:8]}} vs {{names[1]}} {{b[:2]}} {{b[2][:8]}}")
-    return None
-
-
-def oracle():
-    return vllm_processed("vllm") if ORACLE == "vllm" else hf_processed()
-
-
-def expect_clear_error():
-    """The prompt cannot be placed: the backend must raise a clear error, or accept it exactly
-    as native vLLM does."""
-    try:
-        got = vllm_processed("transformers")
-    except CLEAR_ERRORS as error:
-        print(f"backend raises a clear error: {{type(error).__name__}}: {{error}}")
-        return 0
-    except AssertionError as error:
-        print(f"backend: a bare assertion instead of a clear error: {{error!r}}")
-        return 1
-    placed = len(got[1])
-    if ORACLE == "hf":
-        print(f"backend: no error; {{len(ITEMS)}} items placed as {{placed}}")
-        return 0 if placed == len(ITEMS) else 1
-    try:
-        native = vllm_processed("vllm")
-    except Exception as error:
-        print(f"native vLLM rejects it ({{type(error).__name__}}: {{error}}), the backend "
-              f"accepts it ({{len(ITEMS)}} items placed as {{placed}})")
-        return 1
-    found = difference(native, got, ("native", "backend"))
-    print(f"backend: no error, unlike native: {{found}}" if found else "both accept it alike")
-    return 1 if found else 0
-
-
-def main():
-    if CHECKPOINT is None:
-        print(__doc__, file=sys.stderr)
-        return 2
-    import transformers
-    import vllm
-
-    print(f"vllm {{vllm.__version__}}, transformers {{transformers.__version__}}; {{CHECKPOINT}}")
-    print(f"prompt {{PROMPT!r}} with {{len(ITEMS)}} {{MODALITY}} item(s)")
-    if COMPARE == "error":
-        return expect_clear_error()
-    try:
-        expected = oracle()
-    except Exception as error:
-        print(f"the oracle ({{ORACLE}}) cannot process it: {{type(error).__name__}}: {{error}}")
-        return 2
-    try:
-        got = vllm_processed("transformers")
-    except Exception as error:
-        import traceback
-
-        traceback.print_exc()
-        print(f"FAILS: the backend raises {{type(error).__name__}}: {{error}}")
-        return 1
-    found = difference(expected, got, ("native" if ORACLE == "vllm" else "HF", "backend"))
-    print(f"FAILS: {{found}}" if found else "passes: the backend agrees with the oracle")
-    return 1 if found else 0
-
+REPLAY = Replay(CHECKPOINT, PROMPT, MODALITY, ITEMS, OPTIONS, FORMATS, COMPARE, ORACLE)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(REPLAY, __doc__))
 '''
 
 

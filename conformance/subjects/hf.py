@@ -10,10 +10,10 @@ from typing import Any
 
 from conformance.inputs.cases import Case
 from conformance.inputs.media import video_metadata
+from conformance.subjects.hf_expansion import embed_token_id, hf_expansion, hf_media
 from fixtures.recipe import Recipe
 from impl.types import Placeholder, ProcessedPrompt
 
-_TYPE_IDS = {"image": 1, "video": 2, "audio": 3}
 # The prompt's own outputs, over its tokens: what remains of a one-item call is that item's
 PROMPT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids")
 
@@ -65,55 +65,17 @@ class HfSubject(CheckpointFiles):
         if request_kwargs:
             merged = {**dict(case.processor_kwargs), **dict(request_kwargs)}
             return self.process(replace(case, processor_kwargs=tuple(sorted(merged.items()))))
-        text = case.prompt(self.recipe.placeholder[case.modality])
-        processor = self.processor_for(case.processor_kwargs)
-        media_key = {"image": "images", "audio": "audio"}.get(case.modality)
-        media = video_inputs(processor, case) if media_key is None else {media_key: case.items()}
-        # Videos of different frame counts do not stack into one tensor (LLaVA-OneVision's
-        # processor): the expansion is what is compared, so their outputs stay lists.
-        tensors = None if case.modality == "video" else "pt"
-        out = processor(text=text, **media, return_mm_token_type_ids=True,
-                        return_tensors=tensors, **dict(case.processor_kwargs))
-        ids = tuple(first_row(out["input_ids"]))
-        type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
-        if type_ids is not None:
-            marked = [i for i, t in enumerate(first_row(type_ids))
-                      if t == _TYPE_IDS[case.modality]]
-        else:  # older processors mark nothing: runs of the model's own token stand in
-            marked = [i for i, t in enumerate(ids) if t == self.embed_token_id(case.modality)]
-        spans = split_marked(marked, self.counts(case) if type_ids is not None else None)
-        # An item's marked tokens need not be contiguous (Aya Vision marks `TILE` of the
-        # `TILE_1` it writes): its placeholder runs from its first to its last marked token.
-        placeholders = tuple(
-            Placeholder(span[0], span[-1] - span[0] + 1,
-                        tuple(p for p in range(span[0], span[-1] + 1)
-                              if ids[p] == self.embed_token_id(case.modality)))
-            for span in spans
-        )
+        ids, spans, out = hf_expansion(
+            self.processor_for(case.processor_kwargs), self.config,
+            case.prompt(self.recipe.placeholder[case.modality]), case.modality, case.items(),
+            sizes=[(m.height, m.width, m.frames) for m in case.media],
+            options=dict(case.processor_kwargs),
+            metadata=video_metadatas(case))
+        placeholders = tuple(Placeholder(offset, length, tuple(embeds))
+                             for offset, length, embeds in spans)
         fields = {k: v for k, v in out.items() if k not in PROMPT_KEYS}
-        return ProcessedPrompt(ids, {case.modality: placeholders} if placeholders else {},
+        return ProcessedPrompt(tuple(ids), {case.modality: placeholders} if placeholders else {},
                                {case.modality: [fields]} if len(case.media) == 1 else {})
-
-    def counts(self, case: Case) -> list[int] | None:
-        counter = getattr(self.processor_for(case.processor_kwargs),
-                          "_get_num_multimodal_tokens", None)
-        if counter is None or case.modality not in ("image", "video"):
-            return None
-        if case.modality == "video":  # counted per video since transformers 5.18
-            sizes = [[m.frames, m.height, m.width] for m in case.media]
-            return list(counter(video_sizes=sizes,
-                                **dict(case.processor_kwargs))["num_video_tokens"])
-        sizes = [[m.height, m.width] for m in case.media]
-        return list(counter(image_sizes=sizes, **dict(case.processor_kwargs))["num_image_tokens"])
-
-
-def embed_token_id(config: Any, modality: str) -> int:
-    """The token the HF model scatters this modality's encoder rows into."""
-    for name in (f"{modality}_token_id", f"{modality}_token_index"):
-        value = getattr(config, name, None)
-        if value is not None:
-            return int(value)
-    raise ValueError(f"{type(config).__name__} names no {modality} token id")
 
 
 def image_outputs(processor: Any, case: Case) -> dict[str, Any]:
@@ -128,40 +90,10 @@ def image_outputs(processor: Any, case: Case) -> dict[str, Any]:
 
 
 def video_inputs(processor: Any, case: Case) -> dict[str, Any]:
-    """A case's videos as vLLM's backend hands them to the HF processor: the frames, and where
-    the video processor samples frames, their metadata with sampling off (they are the
-    frames a decoder kept)."""
-    inputs: dict[str, Any] = {"videos": case.items()}
-    if getattr(getattr(processor, "video_processor", None), "do_sample_frames", False):
-        inputs["video_metadata"] = [
-            {k: v for k, v in video_metadata(m.frames).items() if k != "do_sample_frames"}
-            for m in case.media]
-        inputs["do_sample_frames"] = False
-    return inputs
+    """A case's videos as vLLM's backend hands them to the HF processor."""
+    return hf_media(processor, "video", case.items(), video_metadatas(case))
 
 
-def first_row(value: Any) -> list[int]:
-    """The first prompt's row of a batched output, a tensor's or a list's."""
-    row = value[0]
-    return row.tolist() if hasattr(row, "tolist") else list(row)
-
-
-def split_marked(marked: list[int], counts: list[int] | None) -> list[list[int]]:
-    """Marked positions cut into items: by the counts, else into contiguous runs."""
-    if counts is None:
-        runs: list[list[int]] = []
-        for position in marked:
-            if runs and runs[-1][-1] == position - 1:
-                runs[-1].append(position)
-            else:
-                runs.append([position])
-        return runs
-    if sum(counts) != len(marked):
-        raise ValueError(f"processor marks {len(marked)} positions but counts {counts}")
-    spans, start = [], 0
-    for count in counts:
-        spans.append(marked[start:start + count])
-        start += count
-    return spans
-
-
+def video_metadatas(case: Case) -> list[dict[str, Any]] | None:
+    """vLLM's metadata of each of a case's videos (every frame kept)."""
+    return [video_metadata(m.frames) for m in case.media] if case.modality == "video" else None
