@@ -15,6 +15,17 @@ import pytest  # noqa: E402
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 
+@pytest.fixture(autouse=True)
+def _settings_restored():
+    """A test that runs a command in-process (`check`) or sets a seed makes its settings the
+    process's (`conformance.core.settings.use`): the next test starts from the same ones."""
+    from conformance.core import settings
+
+    before = list(settings._current)
+    yield
+    settings._current[:] = before
+
+
 def pytest_collection_modifyitems(config, items):
     # Tests that load a model in vLLM run last: loading the backend decorates transformers'
     # model classes for the whole process, after which no fixture can be built or HF model

@@ -124,9 +124,7 @@ def test_the_checkpoints_differ_from_their_recipes_as_intended(odd):
 
 
 def check(capfd, monkeypatch, path: Path, out: Path, *args: str) -> tuple[int, str, list]:
-    for name in ("CONFORMANCE_HYPOTHESIS_PROFILE", "CONFORMANCE_DEVICE", "CONFORMANCE_DTYPE",
-                 "CONFORMANCE_SEED"):
-        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
+    # `check` makes its settings this process's: tests/conftest.py restores them after the test
     code = main(["check", str(path), "--output", str(out), *args])
     captured = capfd.readouterr()
     cells = json.loads((out / "results.json").read_text())["cells"] if code in (0, 1) else []

@@ -3,11 +3,12 @@
 import json
 import sys
 
+from conformance.core.settings import Settings
 from conformance.results.verdict import CellKey, Verdict
-from conformance.run import matrix
-from conformance.run.matrix import run_version
+from conformance.run import matrix, workers
 from conformance.run.plan import expand_cells, shard
 from conformance.run.worker import MARK, START
+from conformance.run.workers import Launch, run_version
 
 A = CellKey("llava", "5.17.0", "impl", "cache")
 B = CellKey("gemma3", "5.17.0", "impl", "cache")
@@ -15,7 +16,7 @@ C = CellKey("idefics3", "5.17.0", "impl", "cache")
 
 
 def fake_worker(monkeypatch, script: str) -> None:
-    monkeypatch.setattr(matrix, "worker_command", lambda: [sys.executable, "-c", script])
+    monkeypatch.setattr(workers, "worker_command", lambda: [sys.executable, "-c", script])
 
 
 def verdict_line(key: CellKey, status: str = "pass") -> str:
@@ -31,6 +32,7 @@ def test_a_crash_costs_only_the_cell_it_happened_in(tmp_path, monkeypatch):
     # The worker crashes on B whatever it is given; restarted, it goes on with C.
     script = (
         "import json, sys\n"
+        "settings = json.loads(sys.stdin.readline())['settings']\n"
         "cells = [tuple(c) for c in json.load(sys.stdin)]\n"
         "for cell in cells:\n"
         f"    print({start_line(A)[:-1]}'.replace('llava', cell[0]))\n"
@@ -40,7 +42,7 @@ def test_a_crash_costs_only_the_cell_it_happened_in(tmp_path, monkeypatch):
     )
     fake_worker(monkeypatch, script)
     got: list[Verdict] = []
-    run_version("5.17.0", [A, B, C], tmp_path, got.append)
+    run_version(Launch("5.17.0", tmp_path), [A, B, C], got.append)
     by_fixture = {v.fixture: v for v in got}
     assert by_fixture["llava"].status == "pass"
     assert by_fixture["gemma3"].status == "crash"
@@ -52,6 +54,7 @@ def test_a_crash_costs_only_the_cell_it_happened_in(tmp_path, monkeypatch):
 def test_a_hung_cell_times_out_and_the_next_still_runs(tmp_path, monkeypatch):
     script = (
         "import json, sys, time\n"
+        "settings = json.loads(sys.stdin.readline())['settings']\n"
         "cells = [tuple(c) for c in json.load(sys.stdin)]\n"
         "for cell in cells:\n"
         f"    print({start_line(A)[:-1]}'.replace('llava', cell[0]), flush=True)\n"
@@ -61,14 +64,14 @@ def test_a_hung_cell_times_out_and_the_next_still_runs(tmp_path, monkeypatch):
     )
     fake_worker(monkeypatch, script)
     got: list[Verdict] = []
-    run_version("5.17.0", [A, B], tmp_path, got.append, cell_timeout=2)
+    run_version(Launch("5.17.0", tmp_path, cell_timeout=2), [A, B], got.append)
     assert [(v.fixture, v.status) for v in got] == [("llava", "timeout"), ("gemma3", "pass")]
 
 
 def test_a_worker_that_cannot_start_fails_every_cell_once(tmp_path, monkeypatch):
     fake_worker(monkeypatch, "raise ImportError('no module named vllm')")
     got: list[Verdict] = []
-    run_version("5.17.0", [A, B], tmp_path, got.append)
+    run_version(Launch("5.17.0", tmp_path), [A, B], got.append)
     assert [v.status for v in got] == ["crash", "crash"]
     assert "no module named vllm" in got[0].detail
 
@@ -77,7 +80,7 @@ def test_a_verdict_after_an_unterminated_progress_line_is_still_read(tmp_path, m
     fake_worker(monkeypatch, f"import sys; sys.stdout.write('progress 50%\\r' + {verdict_line(A)} "
                              "+ '\\n')")
     got: list[Verdict] = []
-    run_version("5.17.0", [A], tmp_path, got.append)
+    run_version(Launch("5.17.0", tmp_path), [A], got.append)
     assert [v.status for v in got] == ["pass"]
 
 
@@ -146,6 +149,8 @@ FED_WORKER = (
     "import json, sys\n"
     "from conformance.run.worker import messages\n"
     "for message in messages(sys.stdin):\n"
+    "    if isinstance(message, dict) and 'settings' in message:\n"
+    "        print('settings', message['settings'], flush=True); continue\n"
     "    if isinstance(message, dict):\n"
     "        print('built', sorted(message['build']), flush=True); continue\n"
     "    for cell in message:\n"
@@ -164,12 +169,15 @@ def test_workers_sharing_a_version_take_its_fixtures_one_at_a_time(tmp_path, mon
     queue = matrix.FixtureQueue([A, B, C, D], {"llava": 4, "gemma3": 3, "idefics3": 2,
                                                "qwen2_vl": 1}.get)
     got: list[Verdict] = []
-    run_version("5.17.0", queue() or [], tmp_path, got.append, feed=queue,
-                build=queue.fixtures, log_name="w.log")
+    launch = Launch("5.17.0", tmp_path, Settings(profile="ci", seed=7), log_name="w.log")
+    run_version(launch, queue() or [], got.append, feed=queue, build=queue.fixtures)
     assert [(v.fixture, v.status) for v in got] == [
         ("llava", "pass"), ("gemma3", "crash"), ("idefics3", "pass"), ("qwen2_vl", "pass")]
     log = (tmp_path / "w.log").read_text()
     assert log.count("built ['gemma3', 'idefics3', 'llava', 'qwen2_vl']") == 2  # and restarted
+    # each worker is handed the run's settings first, with the vLLM it runs
+    assert log.count("settings {'device': 'cpu', 'dtype': 'float32', 'profile': 'ci', "
+                     "'seed': 7, 'fault': None, 'vllm': '0.31.0'}") == 2
 
 
 def test_the_worker_reads_the_runners_cells_whole_or_line_by_line():

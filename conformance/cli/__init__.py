@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", help="run folder (default: reports/runs/latest)")
     run.add_argument("--resume", action="store_true", help="keep the run folder's finished cells")
     run.add_argument("--cell-timeout", type=float, default=900.0, help="seconds per cell")
+    run.add_argument("--fault", help="plant a fault in every cell of its subject, e.g. "
+                                     "'backend-bos-doubled' (the fault proofs; a demonstration)")
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check", help="every applicable check on one checkpoint")

@@ -82,17 +82,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         return fail(str(error))
     dtype = args.dtype if args.dtype != "auto" else (
         "float32" if args.device == "cpu" else "bfloat16")
-    os.environ["CONFORMANCE_HYPOTHESIS_PROFILE"] = args.profile
-    os.environ["CONFORMANCE_DEVICE"], os.environ["CONFORMANCE_DTYPE"] = args.device, dtype
     from hypothesis import settings
 
     import conformance.inputs.strategies  # noqa: F401 - registers the profiles
-
-    settings.load_profile(args.profile)  # the suites run in this process
-    from conformance.run.suite import SEED_ENV, default_seed
+    from conformance.core.settings import Settings, use
+    from conformance.run.suite import default_seed
 
     seed = default_seed(args.profile) if args.seed is None else args.seed
-    os.environ[SEED_ENV] = str(seed)
+    use(Settings(device=args.device, dtype=dtype, profile=args.profile, seed=seed))
+    settings.load_profile(args.profile)  # the suites run in this process
     out = Path(args.output)
     repro_dir = Path(args.export_repro) if args.export_repro else out / "repro"
     print_header(args.checkpoint, path, recipe, note, installed_transformers(), args.device,

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
+from conformance.core.settings import Settings
 from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
 from conformance.results.verdict import BAD, CellKey, Verdict
@@ -33,14 +34,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                                ("subject", subjects, DEFAULT_SUBJECTS)):
         if unknown := sorted(set(given) - set(known)):
             return fail(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    if args.fault:
+        from conformance.subjects.faults import FAULTS, MEDIA_FAULTS
+
+        if (name := args.fault.partition(">=")[0]) not in set(FAULTS) | set(MEDIA_FAULTS):
+            return fail(f"unknown fault {name!r} (conformance/subjects/faults.py names them)")
     try:  # every worker reads them: a malformed entry is the user's to fix, before any cell
         from conformance import expectations
 
         expectations.load()
     except (ValueError, KeyError, OSError) as error:
         return fail(f"conformance/expectations/findings.toml: {error}")
-    os.environ["CONFORMANCE_HYPOTHESIS_PROFILE"] = args.profile
-    os.environ["CONFORMANCE_DEVICE"], os.environ["CONFORMANCE_DTYPE"] = args.device, args.dtype
     if args.jobs is None:
         args.jobs = default_jobs(args.device)
     cells = expand_cells(fixtures, versions, subjects, checks, vllms=under_test)
@@ -55,10 +59,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             if stale.is_file():
                 stale.unlink()
     verdicts = report.read_partial(partial)
-    from conformance.run.suite import SEED_ENV
-
     seed = run_seed(args.seed, args.profile, verdicts)
-    os.environ[SEED_ENV] = str(seed)  # every worker's suites draw from it
+    # every worker's cells run with them (the suites draw from its seed)
+    settings = Settings(device=args.device, dtype=args.dtype, profile=args.profile, seed=seed,
+                        fault=args.fault)
     done = {v.key for v in verdicts}
     todo = [c for c in cells if c not in done]
     # a version a vLLM cannot run is its cells' n/a, said without starting a worker for it
@@ -84,13 +88,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         for key, reason in skipped.items():
             record(Verdict.of(key, "n/a", reason))
         run_cells(todo, run_dir, record, jobs=args.jobs, cell_timeout=args.cell_timeout,
-                  on_start=progress.started, vllms=under_test)
+                  on_start=progress.started, vllms=under_test, settings=settings)
     meta = {
         "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "seconds": round(time.monotonic() - started, 1),
         "fixtures": list(fixtures), "versions": list(versions), "subjects": list(subjects),
         "checks": list(checks), "profile": args.profile, "seed": seed, "shard": args.shard,
         "device": args.device, "dtype": args.dtype,
+        **({"fault": args.fault} if args.fault else {}),
         "environment_transformers": ENV_VERSION,
         "vllm": list(under_test),
         # a folder is named by its label; where it was is no part of the results (portable)

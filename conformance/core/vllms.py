@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.core.settings import current
 from conformance.paths import ENV_DIR, ROOT
 from impl.version import in_range, parse_version
 
@@ -92,7 +93,6 @@ class VllmUnderTest:
         if self.source is not None:
             kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
             env["PYTHONPATH"] = os.pathsep.join([str(self.source), *kept])
-        env["CONFORMANCE_VLLM"] = self.label
         return env
 
     def describe(self) -> str:
@@ -241,9 +241,9 @@ def ensure_env(under_test: VllmUnderTest, log=print) -> Path:
 
 
 def current_label() -> str:
-    """The vLLM this process tests: the label its runner gave it (`CONFORMANCE_VLLM`), else
-    the installed release's version (`conformance check` run straight in an environment)."""
-    if label := os.environ.get("CONFORMANCE_VLLM"):
+    """The vLLM this process tests: the label its runner gave it (its settings), else the
+    installed release's version (`conformance check` run straight in an environment)."""
+    if label := current().vllm:
         return label
     from importlib import metadata
 

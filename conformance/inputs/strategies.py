@@ -8,11 +8,10 @@ size and order.
 
 from __future__ import annotations
 
-import os
-
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
+from conformance.core.settings import current
 from conformance.inputs.cases import Case
 from conformance.inputs.media import SAMPLING_RATE, Media
 from fixtures.recipe import Recipe
@@ -47,7 +46,7 @@ settings.register_profile("nightly", max_examples=200, deadline=None, database=N
 # run and the pull requests' gate, whose verdicts must not move between runs of the same code.
 # Any other (nightly) draws a new seed per run, recorded in its results (`--seed` replays it).
 FIXED_SEED_PROFILES = ("dev", "ci")
-settings.load_profile(os.environ.get("CONFORMANCE_HYPOTHESIS_PROFILE") or "dev")
+settings.load_profile(current().profile)  # a worker loads its run's again (run/worker.py)
 
 
 def _no_local_constants() -> None:

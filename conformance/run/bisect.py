@@ -42,7 +42,8 @@ def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None,
     """A probe running the cell on a version in its own worker (overlay on PYTHONPATH), the
     vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0)."""
     from conformance.core import vllms
-    from conformance.run.matrix import run_version
+    from conformance.core.settings import current
+    from conformance.run.workers import Launch, run_version
 
     under_test = vllms.parse(vllm or vllms.DEFAULT_VLLM)
     vllms.ensure_env(under_test)
@@ -53,9 +54,8 @@ def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None,
             return Verdict.of(key, "n/a", reason)
         got: list[Verdict] = []
         with tempfile.TemporaryDirectory() as logs:
-            run_version(version, [key], Path(logs), got.append,
-                        extra_env={"CONFORMANCE_FAULT": fault} if fault else None,
-                        vllm=under_test)
+            run_version(Launch(version, Path(logs), current().but(fault=fault), under_test), [key],
+                        got.append)
         return got[0]
 
     return probe

@@ -1,12 +1,7 @@
-"""Run cells in worker processes, one (vLLM, transformers version) per worker, each cell isolated.
-
-A worker runs in its vLLM release's environment (`vllms.VllmUnderTest.python`), with the
-transformers overlay and, for a vLLM folder, that folder first on PYTHONPATH.
-
-A worker imports torch, transformers and vLLM once and runs its cells in order. When a cell
-crashes the worker or runs past its time, that cell gets a `crash` / `timeout` verdict with
-the log tail, and a fresh worker continues with the cells after it. A worker that cannot even
-start (an import error) gives every cell it held that verdict.
+"""The scheduling policy: which cells each worker runs, how many workers at once and on which
+CPUs. One (vLLM, transformers version) per worker; a version's fixtures in one queue its
+workers share, costliest first (the committed baseline's seconds); a job left free at the end
+helps the version with most work left. Starting and talking to a worker is `workers.py`'s.
 """
 
 from __future__ import annotations
@@ -14,169 +9,19 @@ from __future__ import annotations
 import json
 import os
 import queue
-import subprocess
-import sys
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.core.vllms import DEFAULT_VLLM, VllmUnderTest, of_label, sort_key
+from conformance.core.settings import Settings
+from conformance.core.vllms import VllmUnderTest, of_label, sort_key
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.versions import ensure_overlay
-from conformance.run.worker import MARK, START
+from conformance.run.workers import Launch, log_file, run_version
 from impl.version import parse_version
-
-LOG_TAIL_LINES = 20
-STARTUP_S = 300.0  # importing vLLM on a loaded 2-core machine
-
-
-def worker_command() -> list[str]:
-    return [sys.executable, "-m", "conformance.run.worker"]
-
-
-def _tail(lines: list[str]) -> str:
-    return "".join(lines[-LOG_TAIL_LINES:]).strip()
-
-
-def _stream(process: subprocess.Popen, lines: queue.Queue) -> None:
-    assert process.stdout is not None
-    for line in process.stdout:
-        lines.put(line)
-    lines.put(None)
-
-
-def _failed(key: CellKey, status: str, detail: str) -> Verdict:
-    return Verdict.of(key, status, detail)
-
-
-Feed = Callable[[], "list[CellKey] | None"]
-
-
-def _send(process: subprocess.Popen, message: object) -> None:
-    """One line of the worker's stdin: a list of cells to run, or {"build": fixtures}."""
-    assert process.stdin is not None
-    try:
-        process.stdin.write(json.dumps(message) + "\n")
-        process.stdin.flush()
-    except OSError:  # it has died: its exit is read below
-        pass
-
-
-def run_worker(cells: list[CellKey], env: dict[str, str], log, on_verdict,
-               cell_timeout: float, on_start=None, python: str | None = None,
-               feed: Feed | None = None, build: list[str] | None = None) -> list[CellKey]:
-    """Run `cells` in one worker until it finishes or fails; return the cells left to run.
-
-    With `feed`, the worker is kept: each time it has a verdict for every cell it was given,
-    `feed()` gives it the next cells (one fixture's), until it returns None. `build`: the
-    fixtures it may be given, built before any cell (see `worker.build_all`)."""
-    pending = list(cells)
-    command = worker_command()
-    if python is not None:  # another vLLM release's environment runs the same module
-        command = [python, *command[1:]]
-    process = subprocess.Popen(command, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    assert process.stdin is not None
-    if feed is not None and build:
-        _send(process, {"build": build})
-    _send(process, [list(c) for c in cells])
-    if feed is None:
-        process.stdin.close()
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_stream, args=(process, lines), daemon=True).start()
-    recent: list[str] = []
-    current: CellKey | None = None
-    deadline = time.monotonic() + STARTUP_S + cell_timeout
-    while True:
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            process.kill()
-            process.wait()
-            victim = current or pending[0]
-            on_verdict(_failed(victim, "timeout", f"no verdict within {cell_timeout:.0f} s; "
-                                                  f"log tail:\n{_tail(recent)}"))
-            pending.remove(victim)
-            return pending
-        if line is None:
-            break
-        log.write(line)
-        if MARK in line:
-            verdict = Verdict.from_json(line[line.index(MARK) + len(MARK):])
-            if verdict.key in pending:
-                pending.remove(verdict.key)
-            on_verdict(verdict)
-            current, recent = None, []
-            if feed is not None and not pending:
-                following = feed()
-                if following:
-                    pending = list(following)
-                    _send(process, [list(c) for c in following])
-                    deadline = time.monotonic() + cell_timeout
-                else:
-                    feed = None
-                    process.stdin.close()
-        elif START in line:
-            current = CellKey(*json.loads(line[line.index(START) + len(START):]))
-            deadline = time.monotonic() + cell_timeout
-            if on_start:
-                on_start(current)
-        else:
-            recent.append(line)
-    code = process.wait()
-    if not pending:
-        return []
-    detail = f"worker exited {code} during this cell; log tail:\n{_tail(recent)}"
-    if current is None:  # it never got to a cell: nothing after would fare better
-        for key in pending:
-            on_verdict(_failed(key, "crash", detail))
-        return []
-    on_verdict(_failed(current, "crash", detail))
-    pending.remove(current)
-    return pending
-
-
-def log_file(vllm: str, version: str, part: int | None = None) -> str:
-    """A worker's log: per transformers version, its vLLM named unless it is the default."""
-    prefix = "" if vllm == DEFAULT_VLLM else f"vllm-{vllm.replace('@', '-')}-"
-    return f"worker-{prefix}transformers-{version}" + (f"-part{part}" if part else "") + ".log"
-
-
-def run_version(version: str, cells: list[CellKey], log_dir: Path,
-                on_verdict: Callable[[Verdict], None], cell_timeout: float = 900.0,
-                on_start: Callable[[CellKey], None] | None = None,
-                extra_env: dict[str, str] | None = None, log_name: str | None = None,
-                vllm: VllmUnderTest | None = None, feed: Feed | None = None,
-                build: list[str] | None = None) -> None:
-    """`cells` in workers on `version` (a fresh one after a crash or a timeout), then, with
-    `feed`, whatever it gives them."""
-    vllm = vllm or of_label(DEFAULT_VLLM)
-    try:
-        overlay = ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True),
-                                 vllm=vllm.release.version)
-        if not vllm.python.exists():
-            raise RuntimeError(f"no environment at {vllm.release.venv}: run `python3 "
-                               f"scripts/bootstrap.py env --vllm {vllm.release.version}`")
-    except Exception as error:  # the version cannot be installed: its cells say so
-        while cells:
-            for key in cells:
-                on_verdict(_failed(key, "error", f"transformers {version} overlay for "
-                                                 f"{vllm.describe()}: {error}"))
-            cells = (feed and feed()) or []
-        return
-    env = {**vllm.environ(overlay.environ()), **(extra_env or {})}
-    pending = list(cells)
-    python = None if vllm.release.version == DEFAULT_VLLM else str(vllm.python)
-    with open(log_dir / (log_name or log_file(vllm.label, version)), "a") as log:
-        while pending:
-            pending = run_worker(pending, env, log, on_verdict, cell_timeout, on_start,
-                                 python, feed, build)
-            if not pending and feed is not None:  # the worker ended with cells still to give
-                pending = feed() or []
 
 
 def cpu_shares(jobs: int) -> list[tuple[int, ...]]:
@@ -309,7 +154,8 @@ def helper_plan(plans: list[WorkerPlan], minimum: float = HELP_MIN_SECONDS
 def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Verdict], None],
               *, jobs: int = 1, cell_timeout: float = 900.0,
               on_start: Callable[[CellKey], None] | None = None,
-              vllms: dict[str, VllmUnderTest] | None = None) -> None:
+              vllms: dict[str, VllmUnderTest] | None = None,
+              settings: Settings | None = None) -> None:
     """Every cell, in `jobs` workers at a time, each on its own share of the CPUs (one
     (vLLM, version) per worker; split by fixtures when there are fewer of them than jobs).
     `vllms`: what each cell's vLLM label tests (a release's label needs no entry)."""
@@ -353,9 +199,9 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
                         else log_file(label, version, seen[group]))
             share = shares.get()
             try:
-                extra = share_env(share) if jobs > 1 else None
-                run_version(version, plan.cells, log_dir, report, cell_timeout, started, extra,
-                            name, of_label(label, vllms), plan.feed,
+                launch = Launch(version, log_dir, settings or Settings(), of_label(label, vllms),
+                                cell_timeout, name, share_env(share) if jobs > 1 else {})
+                run_version(launch, plan.cells, report, started, plan.feed,
                             plan.feed.fixtures if plan.feed else None)
             finally:
                 shares.put(share)

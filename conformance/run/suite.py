@@ -18,6 +18,7 @@ from hypothesis.errors import Unsatisfiable
 from conformance.checks import get_check
 from conformance.checks.contract import Outcome
 from conformance.checks.differences import error_text
+from conformance.core.settings import current
 from conformance.core.signatures import difference_kind
 from conformance.core.vllms import current_label
 from conformance.inputs import examples
@@ -38,9 +39,6 @@ REPRO_DIR = REPORTS_DIR / "repro"
 SEARCH_SEED = int(
     "5880829655117045460989508296602349135476925460542445294555486494733428991485424431783536955"
     "475595273845490465138022")
-# A run's seed for its workers (`conformance run --seed`, `conformance check --seed`): each
-# suite search of the run draws from it, and each verdict records it.
-SEED_ENV = "CONFORMANCE_SEED"
 # A suite cell passes only on at least this many drawn cases compared per search (default
 # options, option sets), whatever the profile: a handful of cases misses differences only a
 # few texts show (issue #31: PaliGemma's prompt ids differ only for a prompt ending in a
@@ -264,11 +262,9 @@ def default_seed(profile: str) -> int:
 
 
 def search_seed() -> int:
-    """The seed of this process's searches: its run's ($CONFORMANCE_SEED), else its profile's
-    default."""
-    if given_seed := os.environ.get(SEED_ENV):
-        return int(given_seed)
-    return process_seed(os.environ.get("CONFORMANCE_HYPOTHESIS_PROFILE") or "dev")
+    """The seed of this process's searches: its run's, else its profile's default."""
+    given = current()
+    return given.seed if given.seed is not None else process_seed(given.profile)
 
 
 @functools.cache

@@ -1,9 +1,10 @@
 """The process that runs cells on one transformers version and streams their verdicts.
 
-Started by the matrix runner with the version's overlay on PYTHONPATH, the cells given as JSON
-on stdin. Before each cell it prints START with the cell's key, after it VERDICT with the
-verdict, each on a line of its own, so vLLM's and transformers' output can share stdout and the
-runner knows which cell a crash or hang belongs to.
+Started by the runner (`workers.py`) with the version's overlay on PYTHONPATH; its messages
+come as JSON on stdin: the run's settings, then the cells. Before each cell it prints START
+with the cell's key, after it VERDICT with the verdict, each on a line of its own, so vLLM's
+and transformers' output can share stdout and the runner knows which cell a crash or hang
+belongs to.
 """
 
 from __future__ import annotations
@@ -105,6 +106,19 @@ def warm_up() -> None:
     print(f"warm-up: {time.monotonic() - started:.1f} s", flush=True)
 
 
+def take(settings: dict) -> None:
+    """The run's settings, for every cell of this process (its hypothesis profile too:
+    `inputs/strategies.py` loaded this process's default when it was imported)."""
+    from hypothesis import settings as profiles
+
+    from conformance.core.settings import Settings, use
+    from conformance.inputs import strategies  # noqa: F401 - registers the profiles
+
+    given = Settings.from_json(settings)
+    use(given)
+    profiles.load_profile(given.profile)
+
+
 def main(argv: list[str]) -> int:
     pin_to_share()
     from conformance.results.verdict import CellKey
@@ -112,6 +126,9 @@ def main(argv: list[str]) -> int:
 
     ready = False
     for message in ([keys_from_args(argv)] if argv else messages(sys.stdin)):
+        if isinstance(message, dict) and "settings" in message:
+            take(message["settings"])
+            continue
         if isinstance(message, dict):  # every fixture it may be given, before any model loads
             build_all(set(message["build"]))
             continue
@@ -128,7 +145,7 @@ def main(argv: list[str]) -> int:
 
 def messages(stream: TextIO) -> Iterator[Any]:
     """The runner's lines, each read as it comes: a list of cells, or {"build": fixtures}
-    (`matrix.run_worker`). Whatever the runner writes in one piece (its cells as one JSON
+    (`workers.run_worker`). Whatever the runner writes in one piece (its cells as one JSON
     document, without a newline) is read whole."""
     buffer = ""
     for line in stream:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -101,9 +100,9 @@ def test_the_backend_fault_of_mixed_modalities_fails_slicing_on_vllm_0_32(tmp_pa
     command = [sys.executable, "-m", "conformance", "run", "--vllm", "0.32.0", "--versions",
                "5.19.0", "--fixtures", "qwen2_vl", "--subjects", "vllm-backend", "--checks",
                "slicing", "--jobs", "1", "--output"]
-    env = {**os.environ, "CONFORMANCE_FAULT": "backend-fields-one-modality"}
-    for folder, environ in ((out / "clean", os.environ), (out / "fault", env)):
-        subprocess.run([*command, str(folder)], cwd=ROOT, env=environ, capture_output=True,
+    for folder, planted in ((out / "clean", []), (out / "fault",
+                                                  ["--fault", "backend-fields-one-modality"])):
+        subprocess.run([*command, str(folder), *planted], cwd=ROOT, capture_output=True,
                        timeout=1200)
     (clean,) = json.loads((out / "clean" / "results.json").read_text())["cells"]
     (faulty,) = json.loads((out / "fault" / "results.json").read_text())["cells"]

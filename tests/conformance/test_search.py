@@ -5,7 +5,6 @@ search takes a fraction of a second."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from conformance.checks.contract import PASS, Check, Outcome, Proof
 from conformance.cli import build_parser, main
 from conformance.cli.check import rerun_argv
 from conformance.cli.run import run_seed
+from conformance.core.settings import current, use
 from conformance.inputs import examples
 from conformance.inputs.cases import Case
 from conformance.inputs.media import Media
@@ -59,7 +59,7 @@ def searched(monkeypatch):
                   proof=Proof("none", "llava", ""))
     monkeypatch.setattr(suite, "get_check", lambda _: check)
     monkeypatch.setattr(suite, "make_context", make_context)
-    monkeypatch.delenv(suite.SEED_ENV, raising=False)
+    use(current().but(seed=None))  # the profile's seed (tests/conftest.py restores it)
     return calls
 
 
@@ -100,7 +100,7 @@ def test_the_fixed_seed_is_recorded_and_the_nightly_seed_changes(searched, tmp_p
 
 def test_a_seed_replays_the_same_cases(searched, monkeypatch, tmp_path):
     def draw(seed: int) -> list[str]:
-        monkeypatch.setenv(suite.SEED_ENV, str(seed))
+        use(current().but(seed=seed))
         verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
         assert verdict.data["seed"] == seed
         return [case.to_json() for case in searched[-1]]
@@ -145,15 +145,12 @@ def test_run_and_check_take_a_seed_and_a_resumed_run_keeps_its_own():
 
 
 def test_a_run_records_its_seed_and_hands_it_to_its_workers(monkeypatch, tmp_path):
-    for name in ("CONFORMANCE_HYPOTHESIS_PROFILE", "CONFORMANCE_DEVICE", "CONFORMANCE_DTYPE",
-                 suite.SEED_ENV):
-        monkeypatch.setenv(name, "")  # restored after the test
     seen = []
 
-    def run_cells(cells, run_dir, record, **kwargs):  # a worker: the seed from its environment
-        seen.append(os.environ[suite.SEED_ENV])
+    def run_cells(cells, run_dir, record, settings, **kwargs):  # the workers get the settings
+        seen.append(str(settings.seed))
         for key in cells:
-            record(Verdict.of(key, "pass", "", data={"seed": int(os.environ[suite.SEED_ENV])}))
+            record(Verdict.of(key, "pass", "", data={"seed": settings.seed}))
 
     monkeypatch.setattr("conformance.run.matrix.run_cells", run_cells)
     out = Path(tmp_path)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, seed, settings
 
 from conformance.core import vllms
+from conformance.core.settings import current, use
 from conformance.inputs.cases import Case
 from conformance.inputs.media import VIDEO_FPS, Media, make_media, mm_data
 from conformance.inputs.strategies import VIDEO_FRAMES, VIDEO_SIDES, cases
@@ -79,7 +80,7 @@ def test_only_the_backend_draws_video_and_only_where_it_takes_it(monkeypatch, la
                                                                  fixture, takes):
     import transformers
 
-    monkeypatch.setenv("CONFORMANCE_VLLM", label)
+    use(current().but(vllm=label))  # tests/conftest.py restores the settings
     monkeypatch.setattr(transformers, "__version__", version)
     recipe = get_recipe(fixture)
     assert backend_takes_video(recipe) is takes
