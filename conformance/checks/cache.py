@@ -23,8 +23,10 @@ from conformance.checks.differences import (
     prompt_difference,
     value_difference,
 )
+from conformance.core.subjects import VLLM_BACKEND, VLLM_NATIVE
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
+from conformance.subjects.protocol import CACHE
 
 FORM = "prompt form"
 ON_OFF = "cache on vs off"
@@ -38,11 +40,11 @@ REQUEST = per_request.REQUEST
 
 
 def claims(ctx: Context) -> tuple[str, ...]:
-    cached = hasattr(ctx.subject, "new_cache")
+    cached = CACHE in ctx.subject.capabilities
     several = ctx.recipe.max_items >= 2
     return (FORM, ALONE, *((ON_OFF, REPEATED) if cached else ()),
             *((PARTIAL, REORDERED) if cached and several else ()),
-            *((NATIVE,) if cached and "vllm-native" in ctx.oracles else ()),
+            *((NATIVE,) if cached and VLLM_NATIVE in ctx.oracles else ()),
             *((ORDER,) if several else ()),
             *(per_request.claims(ctx) if cached else ()))
 
@@ -74,7 +76,7 @@ def run(ctx: Context, case: Case) -> Outcome:
                if len(case.media) > 1 else None)
     if difference := output_difference(base, subject.process(case, as_tokens=True)):
         differences.append(f"token prompt vs text prompt: {difference}")
-    if hasattr(subject, "new_cache"):
+    if CACHE in subject.capabilities:
         mine = cached_sequence(subject, case)
         exercised |= {ON_OFF, REPEATED}
         if difference := output_difference(base, mine["first"]):
@@ -91,15 +93,15 @@ def run(ctx: Context, case: Case) -> Outcome:
             if difference := output_difference(flipped, mine["reordered"]):
                 differences.append(f"reordered hit (items cached in the other order) vs "
                                    f"uncached: {difference}")
-        if "vllm-native" in ctx.oracles:
+        if VLLM_NATIVE in ctx.oracles:
             native = ctx.oracle_derived(  # None: native rejects the case, nothing to compare
                 "vllm-native cached", case,
-                lambda: cached_sequence(ctx.oracles["vllm-native"], case))
+                lambda: cached_sequence(ctx.oracles[VLLM_NATIVE], case))
             if native is not None:
                 exercised.add(NATIVE)
                 for step in ("second", "partial", "reordered"):
                     if step in native and step in mine and (difference := prompt_difference(
-                            native[step], mine[step], ("vllm-native", ctx.subject.name))):
+                            native[step], mine[step], (VLLM_NATIVE, ctx.subject.name))):
                         differences.append(f"{step} request through each one's cache: "
                                            f"{difference}")
                         break
@@ -119,7 +121,7 @@ def run(ctx: Context, case: Case) -> Outcome:
     if flipped is not None:
         exercised.add(ORDER)
         differences += order_differences(case, base, flipped)[:1]
-    if hasattr(subject, "new_cache") and case.processor_kwargs:
+    if CACHE in subject.capabilities and case.processor_kwargs:
         found, requested = request_differences(ctx, case)
         differences += found
         exercised |= {REQUEST} if requested else set()
@@ -150,12 +152,12 @@ def request_differences(ctx: Context, case: Case) -> tuple[list[str], bool]:
         found.append(f"{label}: the request hit {mine['hits']} cached item(s) after its items "
                      f"were cached without them, {mine['own hits']} through an empty cache: "
                      "the cache key leaves out the request's options")
-    if "vllm-native" in ctx.oracles:
+    if VLLM_NATIVE in ctx.oracles:
         native = ctx.oracle_derived(  # None: native rejects the requests, nothing to compare
             "vllm-native cached per request", case,
-            lambda: per_request.cached_request(ctx.oracles["vllm-native"], case))
+            lambda: per_request.cached_request(ctx.oracles[VLLM_NATIVE], case))
         if native is not None and (difference := prompt_difference(
-                native["requested"], mine["requested"], ("vllm-native", ctx.subject.name))):
+                native["requested"], mine["requested"], (VLLM_NATIVE, ctx.subject.name))):
             found.append(f"{label}: its items cached without them first, then the request "
                          f"through each one's cache: {difference}")
     return found, True
@@ -193,12 +195,12 @@ CHECK = Check(
     # own) as the ids native's cache gives
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
                        "request options {'max_pixels': 784}: ",
-                       subject="vllm-backend", sub_property=REQUEST),
+                       subject=VLLM_BACKEND, sub_property=REQUEST),
                  Proof("backend-hash-per-request", "llava",
-                       "token prompt vs text prompt: item hashes differ", subject="vllm-backend"),
+                       "token prompt vs text prompt: item hashes differ", subject=VLLM_BACKEND),
                  # the comparisons through the cache compare every field, not only the ids
                  # (the Offsets path: on the Legacy path the backend keeps no processor cache)
                  Proof("backend-cache-stale-fields>=5.15", "llava",
                        "second identical request (cached) vs first: image fields",
-                       subject="vllm-backend", sub_property=REPEATED)),
+                       subject=VLLM_BACKEND, sub_property=REPEATED)),
 )

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from conformance.core.subjects import IMPL
+
 # Applied to the subject's items only by a checkpoint-level check (a planted media fault)
 MediaHook = Callable[[list], list]
 
@@ -86,7 +88,7 @@ class Proof:
     fault: str
     fixture: str
     evidence: str
-    subject: str = "impl"  # a backend fault proves a sub-property only vllm-backend claims
+    subject: str = IMPL  # a backend fault proves a sub-property only vllm-backend claims
     sub_property: str = ""  # the one it proves, where the subject claims it only on some paths
 
 

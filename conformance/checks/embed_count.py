@@ -12,6 +12,7 @@ per llava image, tiles, patches before merging), not embeddings, so it has no su
 from __future__ import annotations
 
 from conformance.checks.contract import Check, Outcome, Proof
+from conformance.core.subjects import HF, VLLM_BACKEND
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
 from impl.types import Placeholder
@@ -27,8 +28,8 @@ def claims(ctx: Context) -> tuple[str, ...]:
 
 def run(ctx: Context, case: Case) -> Outcome:
     modality, differences, exercised = case.modality, [], {POSITIONS}
-    token = ctx.oracles["hf"].embed_token_id(modality)
-    expected = ctx.oracle_output("hf", case).placeholders.get(modality, ())
+    token = ctx.oracles[HF].embed_token_id(modality)
+    expected = ctx.oracle_output(HF, case).placeholders.get(modality, ())
     processed = ctx.subject_output(case)
     actual = processed.placeholders.get(modality, ())
     if len(expected) != len(actual):
@@ -86,5 +87,5 @@ CHECK = Check(
     more_proofs=(Proof("backend-embed-dropped", "llava",
                        "image item 0: 1 position(s) holding the image token 4 are not "
                        "embedding positions",
-                       subject="vllm-backend"),),
+                       subject=VLLM_BACKEND),),
 )

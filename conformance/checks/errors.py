@@ -20,8 +20,10 @@ from unittest import mock
 
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import error_text, prompt_difference
+from conformance.core.subjects import VLLM_BACKEND, VLLM_NATIVE
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
+from conformance.subjects.protocol import HF_PROCESSOR
 
 
 @contextlib.contextmanager
@@ -81,18 +83,18 @@ def expect_error(ctx: Context, case: Case, what: str, needle: str = "",
                             f"{located or 'nothing'}")
     if not native_may_agree:
         return silent
-    if "vllm-native" not in ctx.oracles:
+    if VLLM_NATIVE not in ctx.oracles:
         # vLLM leaves a placeholder without an item as plain text; what must not happen is an
         # item without exactly one placeholder
         placed = sum(located.values())
         return None if placed == len(case.media) else silent
     try:
-        native = ctx.oracle_output("vllm-native", case)
+        native = ctx.oracle_output(VLLM_NATIVE, case)
     except Exception as error:  # what native says is the evidence a finding can name
         said = " ".join(error_text(error).split())[:200]
         return Outcome(False, f"{what}: native vLLM rejects it ({said}), the subject accepts "
                               f"it ({len(case.media)} items placed as {located or 'nothing'})")
-    if difference := prompt_difference(native, out, ("vllm-native", ctx.subject.name)):
+    if difference := prompt_difference(native, out, (VLLM_NATIVE, ctx.subject.name)):
         return Outcome(False, f"{what}: accepted, but unlike native vLLM: {difference}")
     return None
 
@@ -125,7 +127,7 @@ def claims(ctx: Context) -> tuple[str, ...]:
     """What every `errors` cell must have run: the valid case, both count mismatches, and on
     the Offsets path a processor without offsets (adjacent audio needs two audios: drawn)."""
     base = (VALID, TOO_MANY, TOO_FEW)
-    offsets = ctx.strategy == "offsets" and hasattr(ctx.subject, "hf_processor")
+    offsets = ctx.strategy == "offsets" and HF_PROCESSOR in ctx.subject.capabilities
     return (*base, NO_OFFSETS) if offsets else base
 
 
@@ -143,7 +145,7 @@ def run(ctx: Context, case: Case) -> Outcome:
         exercised.add(sub)
         if failure := expect_error(ctx, bad, what, counts=counts):
             differences.append(failure.evidence)
-    if ctx.strategy == "offsets" and case.media and hasattr(ctx.subject, "hf_processor"):
+    if ctx.strategy == "offsets" and case.media and HF_PROCESSOR in ctx.subject.capabilities:
         exercised.add(NO_OFFSETS)
         with without_offsets(ctx.subject.hf_processor()):
             failure = expect_error(ctx, case, NO_OFFSETS, "offsets", native_may_agree=False,
@@ -165,5 +167,5 @@ CHECK = Check(
     matrix_fault="backend-errors-swallowed",
     # Offsets: "native vLLM rejects it ..., the subject accepts it"; Legacy (its error for too
     # many placeholders swallowed): "accepted, but unlike native vLLM"
-    more_proofs=(Proof("backend-errors-swallowed", "llava", "accept", subject="vllm-backend"),),
+    more_proofs=(Proof("backend-errors-swallowed", "llava", "accept", subject=VLLM_BACKEND),),
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from conformance.checks import per_request
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import prompt_differences
+from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
 
@@ -32,7 +33,7 @@ CHECK = Check(
     matrix_fault="backend-offset-shift",
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
                        "request options {'max_pixels': 784}: vs vllm-native: prompt ids differ",
-                       subject="vllm-backend", sub_property=per_request.REQUEST),
+                       subject=VLLM_BACKEND, sub_property=per_request.REQUEST),
                  Proof("backend-offset-shift", "llava", "ranges differ",
-                       subject="vllm-backend")),
+                       subject=VLLM_BACKEND)),
 )

@@ -11,6 +11,7 @@ import re
 
 from conformance.checks.contract import Check, MediaHook, Outcome, Proof
 from conformance.checks.differences import describe, prompt_differences
+from conformance.core.subjects import HF, VLLM_BACKEND
 from conformance.inputs.cases import Case
 from conformance.inputs.media import mm_data, smoke_media
 from conformance.subjects import vllm
@@ -40,8 +41,8 @@ def against_hf(recipe: Recipe, path: str) -> Outcome:
     from conformance.subjects import make_subject
 
     case = smoke_case(recipe)
-    expected = make_subject("hf", path, recipe).process(case)
-    actual = make_subject("vllm-backend", path, recipe).process(case)
+    expected = make_subject(HF, path, recipe).process(case)
+    actual = make_subject(VLLM_BACKEND, path, recipe).process(case)
     found = prompt_differences(expected, actual, ("hf", "backend"))
     outcome = Outcome.judged([f"vs hf: {d}" for d in found], set())
     outcome.measured = {"oracle": "hf", "prompt_len": len(expected.prompt_ids)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks.contract import Check, Outcome, Proof
+from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.cases import Case
 from conformance.inputs.media import Media
 from conformance.subjects import vllm
@@ -43,7 +44,7 @@ def budget(path: str, impl: str, modality: str) -> int | None:
 
 def observed(recipe: Recipe, path: str, modality: str) -> dict[str, int]:
     """Embeddings of each probe, each alone in a prompt, as the backend places them."""
-    subject = vllm.VllmSubject("vllm-backend", vllm.BACKEND, path, recipe)
+    subject = vllm.BackendSubject(path, recipe)
     out: dict[str, int] = {}
     for media in probes(modality):
         case = Case(recipe.name, modality, ("", ""), (media,))
@@ -94,5 +95,5 @@ CHECK = Check(
     proof=Proof("backend-budget-one-short", "llava", "more embeddings than the budget"),
     matrix_fault="backend-budget-one-short",
     more_proofs=(Proof("backend-one-item", "llava", "image: items per prompt: native None vs "
-                       "backend 1", subject="vllm-backend"),),
+                       "backend 1", subject=VLLM_BACKEND),),
 )

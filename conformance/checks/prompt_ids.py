@@ -6,6 +6,7 @@ from __future__ import annotations
 from conformance.checks import per_request
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import Names, ids_difference
+from conformance.core.subjects import HF, VLLM_BACKEND, VLLM_NATIVE
 from conformance.inputs.cases import Case
 from conformance.subjects.context import Context
 from impl.types import ProcessedPrompt
@@ -22,7 +23,7 @@ def run(ctx: Context, case: Case) -> Outcome:
     oracle never hides another from the other)."""
     actual = ctx.subject_output(case)
     found = []
-    for name in ("vllm-native", "hf"):
+    for name in (VLLM_NATIVE, HF):
         if name in ctx.oracles:
             found += [f"vs {name}: {difference}" for difference in ids_differences(
                 ctx.oracle_output(name, case), actual, (name, ctx.subject.name))]
@@ -44,7 +45,7 @@ CHECK = Check(
     matrix_fault="backend-bos-doubled",
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
                        "request options {'max_pixels': 784}: vs vllm-native: prompt ids differ",
-                       subject="vllm-backend", sub_property=per_request.REQUEST),
+                       subject=VLLM_BACKEND, sub_property=per_request.REQUEST),
                  Proof("backend-bos-doubled", "llava",
-                       "vs vllm-native: prompt ids differ at position 1", subject="vllm-backend")),
+                       "vs vllm-native: prompt ids differ at position 1", subject=VLLM_BACKEND)),
 )

@@ -26,11 +26,14 @@ from conformance.checks.differences import (
     served_form,
     value_difference,
 )
+from conformance.core.subjects import HF as HF_ORACLE
+from conformance.core.subjects import VLLM_BACKEND, VLLM_NATIVE
 from conformance.inputs.cases import Case
 from conformance.inputs.strategies import companion
 from conformance.subjects.context import Context, OracleFailed
 from conformance.subjects.hf import image_outputs
 from conformance.subjects.impl import reference_row_layout
+from conformance.subjects.protocol import IMAGE_ROWS
 from impl.fields import image_data
 
 ALONE = "alone vs batch"
@@ -44,14 +47,14 @@ COUNT_FIELDS = {"image": "num_image_patches", "audio": "num_audio_tokens",
 
 
 def derives_rows(ctx: Context) -> bool:
-    return "image" in ctx.recipe.modalities and "hf" in ctx.oracles and getattr(
-        ctx.subject, "attributes_image_rows", lambda: False)()
+    return ("image" in ctx.recipe.modalities and HF_ORACLE in ctx.oracles
+            and IMAGE_ROWS in ctx.subject.capabilities and ctx.subject.attributes_image_rows())
 
 
 def subject_modalities(ctx: Context) -> tuple[str, ...]:
     """What the subject takes: vLLM's backend says (video where it serves it), impl
     reproduces vLLM 0.31.0's, which takes the recipe's."""
-    return tuple(getattr(ctx.subject, "modalities", ctx.recipe.modalities))
+    return tuple(ctx.recipe.modalities) + (("video",) if ctx.video else ())
 
 
 def claims(ctx: Context) -> tuple[str, ...]:
@@ -95,13 +98,13 @@ def mixed_difference(ctx: Context, case: Case) -> str | None:
 def native_difference(ctx: Context, mixed: Case, got: Any, where: str) -> str | None:
     """Where native vLLM processes the mixed prompt too, its ids and each modality's
     placeholders in it are native's."""
-    if "vllm-native" not in ctx.oracles:
+    if VLLM_NATIVE not in ctx.oracles:
         return None
     try:
-        native = ctx.oracle_output("vllm-native", mixed)
+        native = ctx.oracle_output(VLLM_NATIVE, mixed)
     except OracleFailed:  # native rejects the prompt: nothing to compare with
         return None
-    difference = prompt_difference(native, got, ("vllm-native", ctx.subject.name))
+    difference = prompt_difference(native, got, (VLLM_NATIVE, ctx.subject.name))
     return f"{where}: vs vllm-native: {difference}" if difference else None
 
 
@@ -140,7 +143,7 @@ def hf_difference(hf: dict, served: dict, modality: str, where: str) -> str | No
 def run(ctx: Context, case: Case) -> Outcome:
     rows, compared = None, False
     if case.modality == "image" and derives_rows(ctx):
-        processor = ctx.oracles["hf"].processor_for(case.processor_kwargs)
+        processor = ctx.oracles[HF_ORACLE].processor_for(case.processor_kwargs)
         try:
             outputs = image_outputs(processor, case)
         except ValueError:  # the HF processor rejects the images: nothing to compare with
@@ -175,9 +178,9 @@ def compare_slices(ctx: Context, case: Case) -> Outcome:
                                           f"{modality} item {index} (alone vs batch)"):
             differences.append(difference)
             break
-    for index in range(len(case.media) if "hf" in ctx.oracles else 0):
+    for index in range(len(case.media) if HF_ORACLE in ctx.oracles else 0):
         try:
-            hf = ctx.oracle_output("hf", case.single(index)).item_fields[modality][0]
+            hf = ctx.oracle_output(HF_ORACLE, case.single(index)).item_fields[modality][0]
         except OracleFailed:  # the HF processor rejects the item: nothing to compare with
             continue
         exercised.add(HF)
@@ -207,11 +210,11 @@ CHECK = Check(
     proof=Proof("wrong-slice-dim", "idefics3", "alone vs batch"),
     matrix_fault="backend-field-entry-dropped",
     more_proofs=(Proof("backend-rows-per-token", "qwen2_vl", "image rows per item: vllm-backend",
-                       subject="vllm-backend", sub_property=ROWS),
+                       subject=VLLM_BACKEND, sub_property=ROWS),
                  # runs where the backend takes two modalities: vLLM 0.32.0 on >= 5.18 (video)
                  Proof("backend-fields-one-modality", "qwen2_vl", "items (alone vs mixed)",
-                       subject="vllm-backend", sub_property=MIXED),
+                       subject=VLLM_BACKEND, sub_property=MIXED),
                  Proof("backend-field-entry-dropped", "llava",
                        "(alone vs the HF processor).pixel_values: shape differs (dimension 3)",
-                       subject="vllm-backend")),
+                       subject=VLLM_BACKEND)),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from conformance.cli.common import csv, fail
+from conformance.core.subjects import IMPL
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -18,7 +19,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from conformance.run.plan import CHECKPOINT_SUBJECT
 
     level = get_check(args.check).level
-    subject = args.subject or (CHECKPOINT_SUBJECT if level == "checkpoint" else "impl")
+    subject = args.subject or (CHECKPOINT_SUBJECT if level == "checkpoint" else IMPL)
     print(f"bisecting {args.arch} / {subject} / {args.check} over {len(versions)} releases "
           f"{versions[0]} .. {versions[-1]}" + (f" (planted fault {args.fault})"
                                                   if args.fault else ""))

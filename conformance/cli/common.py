@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 
+from conformance.core.subjects import SUBJECTS
 from conformance.paths import REPORTS_DIR
 
 BASELINE = REPORTS_DIR / "baseline.json"
-DEFAULT_SUBJECTS = ("impl", "vllm-backend")
+DEFAULT_SUBJECTS = SUBJECTS
 
 
 def csv(value: str | None) -> tuple[str, ...]:

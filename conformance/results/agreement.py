@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from conformance.core.subjects import VLLM_BACKEND
 from conformance.results.verdict import Verdict
 
-SUBJECT = "vllm-backend"
+SUBJECT = VLLM_BACKEND
 # The relation of one cell, in the order the legend lists them
 RELATIONS = {
     "agree": "the backend, native vLLM and the HF model agree",

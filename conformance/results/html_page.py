@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from collections import Counter
 
+from conformance.core.subjects import IMPL
 from conformance.core.vllms import IMPL_REFERENCE
 from conformance.results.cells import (
     SYMBOLS,
@@ -105,7 +106,7 @@ def _names(values: list[str]) -> str:
 def _summary(verdicts: list[Verdict], meta: dict) -> list[str]:
     """The run in words: what ran, how, when, and what came of it."""
     rows = [("vLLM", ", ".join(vllms_of(verdicts))),
-            ("impl", f"the reference of vLLM {IMPL_REFERENCE}'s backend"),
+            (IMPL, f"the reference of vLLM {IMPL_REFERENCE}'s backend"),
             ("transformers", ", ".join(versions_of(verdicts))),
             ("fixtures", _names(fixtures_of(verdicts))),
             ("subjects", _names(list(dict.fromkeys(v.subject for v in verdicts)))),

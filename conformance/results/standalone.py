@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.cases import Case
 from conformance.inputs.media import (
     SAMPLING_RATE,
@@ -44,7 +45,7 @@ from conformance.subjects import hf_expansion
 from fixtures.recipe import Recipe
 
 CHECKS = ("processing", "prompt-ids", "placeholders", "errors")
-SUBJECT = "vllm-backend"  # the backend is what an upstream issue is about (impl mirrors it)
+SUBJECT = VLLM_BACKEND  # the backend is what an upstream issue is about (impl mirrors it)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
+from conformance.core.subjects import VLLM_BACKEND
 from conformance.core.vllms import DEFAULT_VLLM
 
 STATUSES = ("pass", "fail", "xfail", "xpass", "inconclusive", "error", "crash", "timeout", "n/a")
@@ -24,7 +25,7 @@ class Verdict:
     detail: str = ""  # evidence: the first difference, the error, or the expected-failure reason
     seconds: float = 0.0
     data: dict = field(default_factory=dict)  # measured values worth keeping (ids, ranges)
-    subject: str = "vllm-backend"  # what was checked (against native vLLM / HF)
+    subject: str = VLLM_BACKEND  # what was checked (against native vLLM / HF)
     finding: str = ""  # the known finding's id, for xfail and xpass
     vllm: str = DEFAULT_VLLM  # the vLLM under test: a release, or "version@folder"
 

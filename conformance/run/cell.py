@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 from conformance.checks import get_check
 from conformance.checks.contract import Check, NotApplicable
 from conformance.results.judge import Failure, judge
 from conformance.results.verdict import CellKey, Verdict
+from conformance.subjects import plants_faults
+from conformance.subjects.faults import media_fault, planted, routed
 
 
 def model_options() -> dict[str, str]:
@@ -25,14 +28,8 @@ def model_options() -> dict[str, str]:
 
 def planted_fault(key: CellKey) -> str | None:
     """A fault planted on purpose (`CONFORMANCE_FAULT`: bisect's demonstration, the fault
-    proofs): impl faults reach only the impl subject."""
-    from conformance.subjects.faults import active, kind
-
-    spec = os.environ.get("CONFORMANCE_FAULT")
-    name = active(spec)
-    if name is None or (kind(name) == "impl" and key.subject != "impl"):
-        return None
-    return spec
+    proofs): it reaches only the cells of the subject it targets (`faults.target`)."""
+    return routed(os.environ.get("CONFORMANCE_FAULT"), key.subject)
 
 
 def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None) -> Verdict:
@@ -64,8 +61,8 @@ def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None) -> Verdi
         from conformance.run.suite import exception_text, run_suite
 
         try:
-            fault_for_subject = fault if key.subject == "impl" else None
-            with planted_unless_impl(fault):
+            fault_for_subject = fault if plants_faults(key.subject) else None
+            with planted_around_cell(fault, key.subject):
                 return run_suite(key.fixture, key.subject, key.check, fault=fault_for_subject)
         except Exception as error:
             return Verdict.of(key, "error", exception_text(error), time.monotonic() - started)
@@ -75,14 +72,11 @@ def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None) -> Verdi
                           fault, started)
 
 
-def planted_unless_impl(fault: str | None):
-    """Backend faults patch vLLM around the whole cell; impl faults go to the impl subject."""
-    import contextlib
-
-    from conformance.subjects.faults import active, kind, planted
-
-    name = active(fault)
-    return planted(fault) if name and kind(name) == "backend" else contextlib.nullcontext()
+def planted_around_cell(fault: str | None, subject: str) -> AbstractContextManager[None]:
+    """A fault its subject does not plant itself (vLLM's backend patched: its processors and
+    models are made within the cell) is planted around the whole cell; a media fault is the
+    checkpoint-level checks' own hook (`media_fault`)."""
+    return nullcontext() if fault is None or plants_faults(subject) else planted(fault)
 
 
 def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str],
@@ -92,12 +86,11 @@ def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str]
     failure is the cell's verdict). `exhaustive=False`: a known finding that does not show is
     no stale finding (a checkpoint other than the fixture the finding was measured on)."""
     from conformance.run.suite import exception_text
-    from conformance.subjects.faults import media_fault
 
     started = time.monotonic() if started is None else started
     try:
         path = locate()
-        with planted_unless_impl(fault):
+        with planted_around_cell(fault, key.subject):
             outcome = check.run(recipe, path, subject_media=media_fault(fault),
                                 **model_options())
     except NotApplicable as reason:

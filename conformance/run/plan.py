@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from conformance.checks import get_check
+from conformance.core.subjects import VLLM_BACKEND
 from conformance.core.vllms import DEFAULT_VLLM, sort_key
 from conformance.results.verdict import CellKey
 from impl.version import parse_version
 
 # The checkpoint-level checks compare vLLM's backend with native vLLM: one subject
-CHECKPOINT_SUBJECT = "vllm-backend"
+CHECKPOINT_SUBJECT = VLLM_BACKEND
 
 
 def expand_cells(fixtures: Iterable[str], versions: Iterable[str], subjects: Iterable[str],

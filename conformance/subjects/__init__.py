@@ -1,34 +1,48 @@
-"""Subjects and oracles: one small adapter each, all answering with `impl.ProcessedPrompt`.
+"""Subjects and oracles: one small adapter each, all answering with `impl.ProcessedPrompt`
+(`protocol.Subject`).
 
 - `impl`: our reference implementation (optionally with a planted fault, see faults.py);
 - `vllm-backend`: vLLM's in-tree Transformers backend processor (`model_impl="transformers"`);
 - `vllm-native`: vLLM's native processor for the architecture (the oracle);
 - `hf`: the HF processor's own expansion, a second oracle that needs no vLLM model.
+
+A new subject is one module implementing `Subject` and one line in `REGISTRY`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from conformance.core.subjects import HF, IMPL, ORACLES, SUBJECTS, VLLM_BACKEND, VLLM_NATIVE
+from conformance.subjects import vllm
+from conformance.subjects.hf import HfSubject
+from conformance.subjects.impl import ImplSubject
+from conformance.subjects.protocol import PLANTS_FAULTS, Subject
 from fixtures.recipe import Recipe
 
-SUBJECTS = ("impl", "vllm-backend")
-ORACLES = ("vllm-native", "hf")
+__all__ = ["ORACLES", "REGISTRY", "SUBJECTS", "Subject", "make_subject", "plants_faults"]
+
+# name -> class: one line per subject
+REGISTRY: dict[str, type] = {
+    IMPL: ImplSubject,
+    VLLM_BACKEND: vllm.BackendSubject,
+    VLLM_NATIVE: vllm.NativeSubject,
+    HF: HfSubject,
+}
 
 
-def make_subject(name: str, path: str, recipe: Recipe, fault: str | None = None) -> Any:
-    from conformance.subjects import vllm
+def subject_class(name: str) -> type:
+    if name not in REGISTRY:
+        raise KeyError(f"unknown subject {name!r} (known: {', '.join(REGISTRY)})")
+    return REGISTRY[name]
 
-    if name == "impl":
-        from conformance.subjects.impl import ImplSubject
 
-        return ImplSubject(path, recipe, fault)
-    if name == "vllm-backend":
-        return vllm.VllmSubject(name, vllm.BACKEND, path, recipe)
-    if name == "vllm-native":
-        return vllm.VllmSubject(name, vllm.NATIVE, path, recipe)
-    if name == "hf":
-        from conformance.subjects.hf import HfSubject
+def plants_faults(name: str) -> bool:
+    """Whether the subject `name` plants a fault itself, per call (else a fault that targets
+    it is planted around its whole cell)."""
+    return name in REGISTRY and PLANTS_FAULTS in REGISTRY[name].capabilities
 
-        return HfSubject(path, recipe)
-    raise KeyError(f"unknown subject {name!r} (known: {', '.join(SUBJECTS + ORACLES)})")
+
+def make_subject(name: str, path: str, recipe: Recipe, fault: str | None = None) -> Subject:
+    """The subject `name` on the checkpoint at `path`; `fault` goes to a subject that plants
+    faults itself (the others ignore it: `run/cell.py` plants it around their cell)."""
+    cls = subject_class(name)
+    return cls(path, recipe, fault=fault) if plants_faults(name) else cls(path, recipe)

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from conformance.core.subjects import HF, VLLM_NATIVE
+from conformance.subjects.protocol import PLANTS_FAULTS, VIDEO
 from impl.types import ProcessedPrompt
 
 
@@ -71,7 +73,7 @@ class Context:
                  ) -> ProcessedPrompt:
         from conformance.subjects.faults import PLANTED
 
-        if PLANTED or getattr(self.subject, "fault", None):
+        if PLANTED or (PLANTS_FAULTS in self.subject.capabilities and self.subject.fault):
             return compute()
         key = (kind, self.subject.name, case)
         if key not in self._memo:
@@ -118,12 +120,12 @@ class Context:
         """Whether the suite draws video items: where the subject takes them (vLLM's backend,
         where the vLLM under test serves the fixture's videos); impl reproduces vLLM 0.31.0's
         backend, which takes none."""
-        return bool(getattr(self.subject, "video", False))
+        return VIDEO in self.subject.capabilities
 
     @property
     def reference(self) -> str:
         """The oracle placeholders are compared with: native vLLM, else the HF processor."""
-        return "vllm-native" if "vllm-native" in self.oracles else "hf"
+        return VLLM_NATIVE if VLLM_NATIVE in self.oracles else HF
 
     @functools.cached_property
     def strategy(self) -> str:
@@ -152,7 +154,7 @@ def oracles_for(path: str, recipe: Any) -> dict:
 
     key = (path, recipe.name)
     if key not in _ORACLES:
-        names = ("vllm-native", "hf") if recipe.native_in_vllm else ("hf",)
+        names = (VLLM_NATIVE, HF) if recipe.native_in_vllm else (HF,)
         _ORACLES[key] = {name: make_subject(name, path, recipe) for name in names}
     return _ORACLES[key]
 

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
+from conformance.core.subjects import IMPL, VLLM_BACKEND
+
 
 def _no_unpad() -> list[Any]:
     """Padded batches stay padded: an item's data depends on its neighbours."""
@@ -508,6 +510,28 @@ def kind(name: str) -> str:
     if name in FAULTS:
         return "impl"
     raise KeyError(f"unknown fault {name!r} (known: {', '.join([*FAULTS, *MEDIA_FAULTS])})")
+
+
+# The subject each fault targets, by its registered name: a cell plants a fault only where its
+# subject is the target (`run/cell.py`). impl's steps are impl's; vLLM's backend and the media
+# the checkpoint-level checks hand it are the backend's.
+TARGETS: dict[str, str] = {
+    **{name: VLLM_BACKEND if name.startswith("backend-") else IMPL for name in FAULTS},
+    **dict.fromkeys(MEDIA_FAULTS, VLLM_BACKEND),
+}
+
+
+def target(name: str) -> str:
+    """The registered name of the subject the fault `name` targets."""
+    if name not in TARGETS:
+        raise KeyError(f"unknown fault {name!r} (known: {', '.join(TARGETS)})")
+    return TARGETS[name]
+
+
+def routed(spec: str | None, subject: str) -> str | None:
+    """`spec` where the fault it names is active and targets the subject named `subject`."""
+    name = active(spec)
+    return spec if name is not None and target(name) == subject else None
 
 
 def active(spec: str | None) -> str | None:

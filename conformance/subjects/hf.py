@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from conformance.core.subjects import HF
 from conformance.inputs.cases import Case
 from conformance.inputs.media import video_metadata
 from conformance.subjects.hf_expansion import embed_token_id, hf_expansion, hf_media
@@ -50,7 +51,8 @@ class HfSubject(CheckpointFiles):
     model scatters features into). For a one-item case, its item fields are what the processor
     returns besides the prompt's own outputs, as it returns them (batched, float32)."""
 
-    name = "hf"
+    name = HF
+    capabilities: frozenset[str] = frozenset()
 
     @functools.lru_cache(maxsize=4)  # noqa: B019 - one subject per checkpoint and process
     def embed_token_id(self, modality: str) -> int:

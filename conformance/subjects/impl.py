@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from conformance.core.subjects import IMPL
 from conformance.inputs.cases import Case
 from conformance.subjects.hf import CheckpointFiles
+from conformance.subjects.protocol import CACHE, HF_PROCESSOR, PLANTS_FAULTS
 from fixtures.recipe import Recipe
 from impl.types import ProcessedPrompt
 
@@ -14,10 +16,12 @@ from impl.types import ProcessedPrompt
 class ImplSubject(CheckpointFiles):
     """Our reference implementation on the fixture's HF processor."""
 
+    capabilities = frozenset({HF_PROCESSOR, CACHE, PLANTS_FAULTS})
+
     def __init__(self, path: str, recipe: Recipe, fault: str | None = None):
         super().__init__(path, recipe)
         self.fault = fault
-        self.name = "impl" if fault is None else f"impl+{fault}"
+        self.name = IMPL if fault is None else f"{IMPL}+{fault}"
 
     def hf_processor(self) -> Any:
         return self.processor

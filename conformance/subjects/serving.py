@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from conformance.core.subjects import VLLM_BACKEND, VLLM_NATIVE
 from conformance.inputs.checkpoints import CheckpointError
 from conformance.subjects import vllm
 from conformance.subjects.context import oracles_for, subject_for
@@ -48,12 +49,12 @@ def serving(path: Path, recipe: Recipe) -> tuple[Recipe, str | None]:
     Returns the recipe with at most as many items per prompt as vLLM's processors allow."""
     where = str(path)
     try:
-        limits = vllm.item_limits(subject_for(where, recipe, "vllm-backend").processor)
+        limits = vllm.item_limits(subject_for(where, recipe, VLLM_BACKEND).processor)
     except Exception as harness_error:
         return recipe, diagnose(where, recipe, harness_error)
     if recipe.native_in_vllm:
         try:
-            native = vllm.item_limits(oracles_for(where, recipe)["vllm-native"].processor)
+            native = vllm.item_limits(oracles_for(where, recipe)[VLLM_NATIVE].processor)
             limits = {m: min(n, native.get(m, n)) for m, n in limits.items()}
         except Exception:  # the oracle's failure is each cell's `error`, with its reason
             pass

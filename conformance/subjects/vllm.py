@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.core.subjects import VLLM_BACKEND, VLLM_NATIVE
 from conformance.inputs.cases import Case
+from conformance.subjects.protocol import CACHE, HF_PROCESSOR, IMAGE_ROWS, VIDEO
 from impl.types import Placeholder, ProcessedPrompt, placeholder_from_mask
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -315,6 +317,8 @@ class VllmSubject:
     per request as well (a request's `mm_processor_kwargs`), over the case's model-level ones.
     """
 
+    capabilities = frozenset({HF_PROCESSOR, CACHE, IMAGE_ROWS})  # and VIDEO where it takes it
+
     def __init__(self, name: str, model_impl: str, path: str, recipe: Any):
         self.name, self.model_impl, self.path, self.recipe = name, model_impl, path, recipe
         self._processors: dict[Options, Any] = {}
@@ -322,6 +326,8 @@ class VllmSubject:
         # its oracle, is then asked for them too); no limit for video otherwise.
         self.video = backend_takes_video(recipe)
         self.modalities = tuple(recipe.modalities) + (("video",) if self.video else ())
+        if self.video:
+            self.capabilities = VllmSubject.capabilities | {VIDEO}
 
     def model_config(self, options: Options = ()) -> Any:
         # `cache_gb` sizes the cache `new_cache` makes; `process` uses none unless given one.
@@ -381,3 +387,17 @@ class VllmSubject:
             tokenizer = processor.info.get_tokenizer()
             prompt = tokenizer.encode(prompt, add_special_tokens=self.recipe.add_special_tokens)
         return from_vllm_output(apply(processor, prompt, case.mm_data(), cache, request_kwargs))
+
+
+class BackendSubject(VllmSubject):
+    """vLLM's Transformers backend (`model_impl="transformers"`): the subject under test."""
+
+    def __init__(self, path: str, recipe: Any):
+        super().__init__(VLLM_BACKEND, BACKEND, path, recipe)
+
+
+class NativeSubject(VllmSubject):
+    """vLLM's native processor for the architecture: the oracle."""
+
+    def __init__(self, path: str, recipe: Any):
+        super().__init__(VLLM_NATIVE, NATIVE, path, recipe)

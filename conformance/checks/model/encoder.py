@@ -35,6 +35,7 @@ from conformance.checks.model.references import (
     three_way,
 )
 from conformance.checks.model.tolerances import compare_items, tolerance_for
+from conformance.core.subjects import VLLM_BACKEND
 from fixtures.recipe import Recipe
 
 NESTED = "nested items"  # the label of the second batch's problems and data
@@ -140,8 +141,8 @@ CHECK = Check(
     proof=Proof("swapped-items", "qwen2_5_vl", "image item 0: max abs"),
     matrix_fault="backend-row-shifted",
     more_proofs=(Proof("swapped-items", "aya_vision", "vs hf: backend image item 0: shape",
-                       subject="vllm-backend", sub_property=HF_REF),
+                       subject=VLLM_BACKEND, sub_property=HF_REF),
                  # one item's rows each one position late: the right rows, misplaced
                  Proof("backend-row-shifted", "llava", "backend image item 0: max abs",
-                       subject="vllm-backend"),),
+                       subject=VLLM_BACKEND),),
 )

@@ -36,6 +36,7 @@ from conformance.checks.model.references import (
     three_way,
 )
 from conformance.checks.model.reproducer import TOP_LOGPROBS
+from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.media import mm_data
 from fixtures.recipe import Recipe
 
@@ -284,8 +285,8 @@ CHECK = Check(
     proof=Proof("backend-logits-negated", "llava", "step 0: native token"),
     matrix_fault="backend-logits-negated",
     more_proofs=(Proof("backend-logits-negated", "aya_vision", "vs hf: step 0: hf token",
-                       subject="vllm-backend", sub_property=HF_REF),
+                       subject=VLLM_BACKEND, sub_property=HF_REF),
                  # the fp32 bound: the same tokens, logprobs off by about 1e-3
                  Proof("backend-logits-scaled", "llava", "logprob of token",
-                       subject="vllm-backend"),),
+                       subject=VLLM_BACKEND),),
 )

@@ -18,6 +18,7 @@ from conformance.checks.contract import (
 from conformance.checks.model.generate import Decoded, compared_decodings, text_only
 from conformance.checks.model.references import HF_REF
 from conformance.checks.processing import items_per_prompt
+from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.media import make_items
 from fixtures.recipe import Recipe
 
@@ -62,8 +63,8 @@ CHECK = Check(
     proof=Proof("backend-logits-negated", "llava", "greedy token differs"),
     matrix_fault="backend-logits-negated",
     more_proofs=(Proof("backend-logits-negated", "aya_vision", "vs hf: greedy token differs",
-                       subject="vllm-backend", sub_property=HF_REF),
+                       subject=VLLM_BACKEND, sub_property=HF_REF),
                  # the fp32 bound: the same token, its logprob off by about 1e-3
                  Proof("backend-logits-scaled", "llava", "logprob of token",
-                       subject="vllm-backend"),),
+                       subject=VLLM_BACKEND),),
 )

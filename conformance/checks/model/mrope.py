@@ -41,6 +41,7 @@ from conformance.checks.model.references import (
     run_references,
     three_way,
 )
+from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.media import Media
 from fixtures.recipe import Recipe
 
@@ -218,7 +219,7 @@ CHECK = Check(
     matrix_fault="backend-mrope-shifted",
     more_proofs=(Proof("backend-text-only-stack", "qwen2_5_vl",
                        "backend on 'text only': RuntimeError: stack expects",
-                       subject="vllm-backend"),
+                       subject=VLLM_BACKEND),
                  Proof("backend-mrope-shifted", "qwen2_5_vl",
-                       "position(s) differ, first at token 0", subject="vllm-backend")),
+                       "position(s) differ, first at token 0", subject=VLLM_BACKEND)),
 )
