@@ -85,28 +85,33 @@ def cmd_check(args: argparse.Namespace) -> int:
     from hypothesis import settings
 
     import conformance.inputs.strategies  # noqa: F401 - registers the profiles
-    from conformance.core.settings import Settings, use
+    from conformance.core.settings import Settings
+    from conformance.run.session import Session
     from conformance.run.suite import default_seed
 
     seed = default_seed(args.profile) if args.seed is None else args.seed
-    use(Settings(device=args.device, dtype=dtype, profile=args.profile, seed=seed))
-    settings.load_profile(args.profile)  # the suites run in this process
     out = Path(args.output)
+    session = Session(Settings(device=args.device, dtype=dtype, profile=args.profile,
+                               seed=seed), out)
+    session.open(owns_folder=False)  # a folder of the user's: only the session's files
+    settings.load_profile(args.profile)  # the suites run in this process
     repro_dir = Path(args.export_repro) if args.export_repro else out / "repro"
     print_header(args.checkpoint, path, recipe, note, installed_transformers(), args.device,
                  dtype)
     print(f"  case-level checks: profile {args.profile}, seed {seed}", flush=True)
-    verdicts = run_checks(recipe, str(path), checks)
-    from conformance.results import report
     from conformance.results.standalone import write_standalone
 
-    for v in verdicts:
-        if v.status not in ("pass", "n/a"):
-            written = write_standalone(repro_dir, v, recipe, str(path), args.checkpoint)
-            if written is not None:
-                v.data["reproducer"] = str(written)
-    out.mkdir(parents=True, exist_ok=True)
-    report.write_reports(out, verdicts, {
+    def with_reproducers() -> list[Verdict]:
+        verdicts = run_checks(recipe, str(path), checks)
+        for v in verdicts:
+            if v.status not in ("pass", "n/a"):
+                written = write_standalone(repro_dir, v, recipe, str(path), args.checkpoint)
+                if written is not None:
+                    v.data["reproducer"] = str(written)
+        return verdicts
+
+    session.here(with_reproducers)
+    verdicts = session.write({
         "checkpoint": str(args.checkpoint), "architecture": recipe.architecture,
         "findings_of": recipe.name, "transformers": installed_transformers(),
         "device": args.device, "dtype": dtype, "profile": args.profile, "seed": seed,

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import time
 from pathlib import Path
 
 from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
@@ -13,6 +11,7 @@ from conformance.core.settings import Settings
 from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
 from conformance.results.verdict import BAD, CellKey, Verdict
+from conformance.run.session import Session
 from conformance.run.versions import DEFAULT_VERSIONS, ENV_VERSION
 
 
@@ -52,46 +51,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         index, _, count = args.shard.partition("/")
         cells = shard(cells, int(index), int(count))
     run_dir = Path(args.output) if args.output else REPORTS_DIR / "runs" / "latest"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    partial = run_dir / "results.jsonl"
-    if not args.resume:
-        for stale in run_dir.glob("*"):
-            if stale.is_file():
-                stale.unlink()
-    verdicts = report.read_partial(partial)
-    seed = run_seed(args.seed, args.profile, verdicts)
-    # every worker's cells run with them (the suites draw from its seed)
-    settings = Settings(device=args.device, dtype=args.dtype, profile=args.profile, seed=seed,
-                        fault=args.fault)
-    done = {v.key for v in verdicts}
-    todo = [c for c in cells if c not in done]
-    # a version a vLLM cannot run is its cells' n/a, said without starting a worker for it
-    skipped = {c: reason for c in todo if (reason := vllm_axis.unsupported(c.vllm, c.version))}
-    todo = [c for c in todo if c not in skipped]
-    for label in {c.vllm for c in todo}:
+    session = Session(Settings(device=args.device, dtype=args.dtype, profile=args.profile,
+                               fault=args.fault), run_dir)
+    done = session.open(resume=args.resume)
+    seed = run_seed(args.seed, args.profile, done)
+    session.settings = session.settings.but(seed=seed)  # every worker's suites draw from it
+    finished = {v.key for v in done}
+    todo = [c for c in cells if c not in finished]
+    for label in {c.vllm for c in todo if not vllm_axis.unsupported(c.vllm, c.version)}:
         vllm_axis.ensure_env(under_test[label], log=lambda m: print(m, flush=True))
-    print(f"{len(cells)} cells ({len(done & set(cells))} already done): "
+    print(f"{len(cells)} cells ({len(finished & set(cells))} already done): "
           f"{len(fixtures)} fixtures x {len(under_test)} vLLM x {len(versions)} transformers "
           f"versions x {len(subjects)} subjects x {len(checks)} checks; profile {args.profile} "
           f"(seed {seed}); "
           f"{args.jobs} job(s); vLLM under test: "
           + ", ".join(v.describe() for v in under_test.values()), flush=True)
-    started = time.monotonic()
     with Progress(len(cells), len(cells) - len(todo)) as progress:
-        def record(verdict: Verdict) -> None:
-            verdicts.append(verdict)
-            report.append(partial, verdict)
-            progress.finished(verdict)
-
-        from conformance.run.matrix import run_cells
-
-        for key, reason in skipped.items():
-            record(Verdict.of(key, "n/a", reason))
-        run_cells(todo, run_dir, record, jobs=args.jobs, cell_timeout=args.cell_timeout,
-                  on_start=progress.started, vllms=under_test, settings=settings)
-    meta = {
-        "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "seconds": round(time.monotonic() - started, 1),
+        session.listeners.append(progress.finished)
+        session.in_workers(todo, run_dir, jobs=args.jobs, cell_timeout=args.cell_timeout,
+                           vllms=under_test, on_start=progress.started)
+    verdicts = session.write({
         "fixtures": list(fixtures), "versions": list(versions), "subjects": list(subjects),
         "checks": list(checks), "profile": args.profile, "seed": seed, "shard": args.shard,
         "device": args.device, "dtype": args.dtype,
@@ -101,10 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # a folder is named by its label; where it was is no part of the results (portable)
         "vllm_sources": {k: v.source.name for k, v in under_test.items() if v.source},
         "impl_reference": f"vLLM {vllm_axis.IMPL_REFERENCE}",
-    }
-    cell_set = set(cells)
-    verdicts = [v for v in report.latest_per_cell(verdicts) if v.key in cell_set]
-    report.write_reports(run_dir, verdicts, meta)
+    }, cells)
     report.print_table(verdicts)
     print(f"reports: {run_dir}/ (results.json, report.md, report.html, junit.xml)")
     return 1 if any(v.status in BAD for v in verdicts) else 0

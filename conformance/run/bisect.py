@@ -43,20 +43,17 @@ def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None,
     vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0)."""
     from conformance.core import vllms
     from conformance.core.settings import current
-    from conformance.run.workers import Launch, run_version
+    from conformance.run.session import Session
 
     under_test = vllms.parse(vllm or vllms.DEFAULT_VLLM)
     vllms.ensure_env(under_test)
 
     def probe(version: str) -> Verdict:
         key = CellKey(fixture, version, subject, check, under_test.label)
-        if reason := vllms.unsupported(key.vllm, version):
-            return Verdict.of(key, "n/a", reason)
-        got: list[Verdict] = []
+        session = Session(current().but(fault=fault))
         with tempfile.TemporaryDirectory() as logs:
-            run_version(Launch(version, Path(logs), current().but(fault=fault), under_test), [key],
-                        got.append)
-        return got[0]
+            session.in_workers([key], Path(logs), vllms={under_test.label: under_test})
+        return session.verdicts[0]
 
     return probe
 

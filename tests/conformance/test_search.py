@@ -152,7 +152,7 @@ def test_a_run_records_its_seed_and_hands_it_to_its_workers(monkeypatch, tmp_pat
         for key in cells:
             record(Verdict.of(key, "pass", "", data={"seed": settings.seed}))
 
-    monkeypatch.setattr("conformance.run.matrix.run_cells", run_cells)
+    monkeypatch.setattr("conformance.run.session.run_cells", run_cells)
     out = Path(tmp_path)
     args = ["run", "--fixtures", "llava", "--versions", "5.17.0", "--subjects", "impl",
             "--checks", "prompt-ids", "--profile", "nightly", "--output", str(out)]
