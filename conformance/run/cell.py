@@ -7,13 +7,13 @@ Either way the judge (`results/judge.py`) decides the verdict.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 from conformance.checks import get_check
 from conformance.checks.contract import Check, NotApplicable
+from conformance.core.settings import current
 from conformance.results.judge import Failure, judge
 from conformance.results.verdict import CellKey, Verdict
 from conformance.subjects import plants_faults
@@ -22,14 +22,13 @@ from conformance.subjects.faults import media_fault, planted, routed
 
 def model_options() -> dict[str, str]:
     """Where and in what precision the model checks run: `conformance run --device/--dtype`."""
-    return {"device": os.environ.get("CONFORMANCE_DEVICE", "cpu"),
-            "dtype": os.environ.get("CONFORMANCE_DTYPE", "float32")}
+    return {"device": current().device, "dtype": current().dtype}
 
 
 def planted_fault(key: CellKey) -> str | None:
-    """A fault planted on purpose (`CONFORMANCE_FAULT`: bisect's demonstration, the fault
+    """A fault planted on purpose (the run's settings: bisect's demonstration, the fault
     proofs): it reaches only the cells of the subject it targets (`faults.target`)."""
-    return routed(os.environ.get("CONFORMANCE_FAULT"), key.subject)
+    return routed(current().fault, key.subject)
 
 
 def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None) -> Verdict:
