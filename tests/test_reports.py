@@ -4,6 +4,7 @@ import html
 import json
 from xml.etree import ElementTree
 
+from conformance.core.signatures import signature
 from conformance.paths import ROOT
 from conformance.results import gate, portable, report
 from conformance.results.verdict import Verdict
@@ -228,6 +229,28 @@ def test_an_old_baseline_cell_is_compared_by_the_evidence_in_its_detail():
     long = DRIFT + "; " + "the rest of a long evidence " * 12
     cut = long.replace("3.13e-02", "0.03")[:gate.CUT]
     assert gate.compare([known_cell(long)], [known_cell(cut, differences=[cut])]).ok
+
+
+def test_a_set_of_names_printed_in_another_order_is_the_same_difference():
+    # vLLM lists unmapped weights as a Python set: its order follows the process's string
+    # hashes, and the judge's cut keeps whichever names come first
+    said = ("backend: ValueError: There is no module or parameter named 'embed_tokens' in M. "
+            "The available parameters are: {'a.weight', 'b.bias', 'c.weight'}")
+    shuffled = said.replace("'a.weight', 'b.bias', 'c.weight'", "'c.weight', 'a.weight', 'b.bias'")
+    assert gate.compare([known_cell(said, differences=[said])],
+                        [known_cell(shuffled, differences=[shuffled])]).ok
+    long = said.replace("'c.weight'", ", ".join(f"'layer.{i}.weight'" for i in range(40)))
+    cut, other = long[:gate.CUT], long.replace("'a.weight', ", "")[:gate.CUT]
+    assert cut != other
+    assert gate.compare([known_cell(cut, differences=[cut])],
+                        [known_cell(other, differences=[other])]).ok
+    # another name in the message outside the set is still another difference
+    renamed = shuffled.replace("'embed_tokens'", "'lm_head'")
+    assert not gate.compare([known_cell(said, differences=[said])],
+                            [known_cell(renamed, differences=[renamed])]).ok
+    # a dict of options is no set: its values stay part of what differs
+    assert signature("request options {'max_pixels': 784}: x") != signature(
+        "request options {'max_pixels': 785}: x")
 
 
 def test_the_gate_says_how_many_cells_it_compared():

@@ -17,6 +17,10 @@ import re
 _FLOAT = r"[-+]?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|nan|inf)"
 _MEASURED = re.compile(rf"(?:off by|max abs|rel-L2) ({_FLOAT}|\d+)", re.IGNORECASE)
 _MEASUREMENT = re.compile(rf"(?<![\w.]){_FLOAT}(?![\w.])", re.IGNORECASE)
+# a Python set of quoted names, closed or cut at the end of the text (a dict's `'key': ` is no
+# set: its first name is followed by a colon)
+_SET = re.compile(r"\{'[^']*'(?:, '[^']*')*\}"
+                  r"|\{'[^']*(?:'(?:, '[^']*')*(?:, ?(?:'[^']*)?)?)?$")
 
 
 def magnitudes(evidence: str) -> list[float]:
@@ -31,8 +35,10 @@ def magnitude(evidence: str) -> float | None:
 
 
 def signature(evidence: str) -> str:
-    """The evidence with measured values masked as `#`."""
-    return _MEASUREMENT.sub("#", evidence)
+    """The evidence with measured values masked as `#`, and each set of names (`{'a', 'b'}`)
+    as `{…}`: a set prints in the order of its process's string hashes, different in every
+    process, and a cut evidence keeps whichever of its names came first."""
+    return _MEASUREMENT.sub("#", _SET.sub("{…}", evidence))
 
 
 def difference_kind(check: str, evidence: str) -> str:
