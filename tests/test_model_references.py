@@ -137,6 +137,7 @@ def test_several_prompts_relations_merge_so_any_difference_shows():
 def test_a_cell_says_in_a_word_which_references_agree(refs, word):
     from conformance.results.agreement import RELATIONS, markdown_section, relation
     from conformance.results.verdict import Verdict
+    from conformance.results.view import View
 
     cell = Verdict("gemma3", "5.17.0", "generate", "pass", subject="vllm-backend",
                    data={REFERENCES: refs})
@@ -145,5 +146,6 @@ def test_a_cell_says_in_a_word_which_references_agree(refs, word):
     impl = Verdict("gemma3", "5.17.0", "generate", "pass", subject="impl",
                    data={REFERENCES: refs})
     assert relation(impl) is None  # the views speak of the backend
-    section = "\n".join(markdown_section([cell, impl]))
+    view = View([cell, impl])
+    section = "\n".join(markdown_section(view.relations, view.columns))
     assert (f"| gemma3 | generate | {word} |" in section) == (word is not None)

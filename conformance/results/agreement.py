@@ -67,23 +67,21 @@ def summary_line(found: dict[tuple[str, str, str], str]) -> str:
     return ", ".join(f"{word} {counts[word]}" for word in RELATIONS if counts[word])
 
 
-def table_rows(verdicts: list[Verdict]) -> tuple[list[str], list[tuple[str, str, list[str]]]]:
-    """(columns, rows of (fixture, check, one relation per column, "" where none))."""
-    from conformance.results.cells import columns_of
-
-    found = relations(verdicts)
-    columns = columns_of(verdicts)
+def table_rows(found: dict[tuple[str, str, str], str], columns: list[str]
+               ) -> tuple[list[str], list[tuple[str, str, list[str]]]]:
+    """(columns, rows of (fixture, check, one relation per column, "" where none)), from
+    `relations`' cells and the view's columns."""
     keys = dict.fromkeys((fixture, check) for fixture, check, _ in found)
     return columns, [(fixture, check, [found.get((fixture, check, c), "") for c in columns])
                      for fixture, check in keys]
 
 
-def markdown_section(verdicts: list[Verdict]) -> list[str]:
-    """The model checks' references per cell: a table, its legend, the totals."""
-    found = relations(verdicts)
+def markdown_section(found: dict[tuple[str, str, str], str], columns: list[str]) -> list[str]:
+    """The model checks' references per cell (`relations`' cells, the view's columns): a
+    table, its legend, the totals."""
     if not found:
         return []
-    columns, rows = table_rows(verdicts)
+    columns, rows = table_rows(found, columns)
     lines = ["## Which references agree", "",
              "The model-level checks compare the backend with native vLLM (where vLLM has a "
              "native model) and with the HF model. Per cell:", ""]

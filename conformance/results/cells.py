@@ -7,7 +7,7 @@ A view's columns are transformers versions; a run over several vLLMs has one col
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 
 from conformance.core.vllms import DEFAULT_VLLM, sort_key
 from conformance.results.verdict import STATUSES, Verdict
@@ -84,15 +84,6 @@ def worst(statuses: list[str]) -> str:
 
 def anchor(fixture: str, version: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", f"{fixture}-{version}").strip("-")
-
-
-def by_fixture_version(verdicts: list[Verdict]) -> dict[tuple[str, str], list[Verdict]]:
-    """Cells by (fixture, column): the column is `column_of`'s."""
-    several = len(vllms_of(verdicts)) > 1
-    groups: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
-    for v in verdicts:
-        groups[(v.fixture, column_of(v, several))].append(v)
-    return groups
 
 
 def one_line(text: str, limit: int | None = 300) -> str:

@@ -13,25 +13,22 @@ from collections import Counter
 
 from conformance.core.subjects import IMPL
 from conformance.core.vllms import IMPL_REFERENCE
+from conformance.results.agreement import RELATIONS, summary_line, table_rows
 from conformance.results.cells import (
     SYMBOLS,
     anchor,
-    by_fixture_version,
     cells_text,
     checks_of,
-    column_of,
-    columns_of,
     counts_text,
     fixtures_of,
     legend,
     one_line,
     short_label,
-    versions_of,
-    vllms_of,
     worst,
 )
-from conformance.results.known import group_known
+from conformance.results.known import KnownGroup
 from conformance.results.verdict import STATUSES, Verdict
+from conformance.results.view import View, as_view
 from impl.version import parse_version
 
 esc = html.escape
@@ -78,19 +75,19 @@ WORDED = ("versions", "fixtures", "subjects", "checks", "profile", "device", "dt
           "seconds")
 
 
-def html_report(verdicts: list[Verdict], meta: dict | None = None) -> str:
-    meta = meta or {}
+def html_report(verdicts: list[Verdict] | View, meta: dict | None = None) -> str:
+    view, meta = as_view(verdicts), meta or {}
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              "<title>vLLM Transformers-backend conformance</title>",
              f"<style>{HTML_STYLE}</style><script>{HTML_SCRIPT}</script></head><body>",
              "<h1>vLLM Transformers-backend conformance</h1>"]
-    parts += _summary(verdicts, meta)
-    parts += _known(verdicts)
-    parts += _check_tables(verdicts, meta.get("checks"))
-    parts += _matrix(verdicts)
-    parts += _agreement(verdicts)
-    parts += _cells(verdicts)
-    parts += _evidence(verdicts)
+    parts += _summary(view, meta)
+    parts += _known(*view.known)
+    parts += _check_tables(view, meta.get("checks"))
+    parts += _matrix(view)
+    parts += _agreement(view)
+    parts += _cells(view.verdicts)
+    parts += _evidence(view.verdicts)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -103,12 +100,13 @@ def _names(values: list[str]) -> str:
     return f"{len(values)}: {', '.join(values)}"
 
 
-def _summary(verdicts: list[Verdict], meta: dict) -> list[str]:
+def _summary(view: View, meta: dict) -> list[str]:
     """The run in words: what ran, how, when, and what came of it."""
-    rows = [("vLLM", ", ".join(vllms_of(verdicts))),
+    verdicts = view.verdicts
+    rows = [("vLLM", ", ".join(view.vllms)),
             (IMPL, f"the reference of vLLM {IMPL_REFERENCE}'s backend"),
-            ("transformers", ", ".join(versions_of(verdicts))),
-            ("fixtures", _names(fixtures_of(verdicts))),
+            ("transformers", ", ".join(view.versions)),
+            ("fixtures", _names(view.fixtures)),
             ("subjects", _names(list(dict.fromkeys(v.subject for v in verdicts)))),
             ("checks", _names(checks_of(verdicts, meta.get("checks"))))]
     if meta.get("profile"):
@@ -129,9 +127,8 @@ def _summary(verdicts: list[Verdict], meta: dict) -> list[str]:
             + [f"<tr><th>verdicts</th><td class='counts'>{badges}</td></tr></table></section>"])
 
 
-def _known(verdicts: list[Verdict]) -> list[str]:
+def _known(groups: list[KnownGroup], unnamed: list[Verdict]) -> list[str]:
     """The known findings the run met: one row each, its cells folded away."""
-    groups, unnamed = group_known(verdicts)
     if not groups and not unnamed:
         return []
     rows = [(g.finding, g.title, g.cells) for g in groups]
@@ -154,16 +151,15 @@ def _tooltip(v: Verdict) -> str:
     return f"{v.subject}: {v.status}{finding}" + (f": {one_line(v.detail)}" if v.detail else "")
 
 
-def _check_tables(verdicts: list[Verdict], order: list[str] | None) -> list[str]:
+def _check_tables(view: View, order: list[str] | None) -> list[str]:
     """Per transformers version, architectures x checks: each cell coloured by its worst
     verdict, one symbol per subject, the details in the tooltips."""
-    subjects = ", ".join(sorted({v.subject for v in verdicts}))
+    subjects = ", ".join(sorted({v.subject for v in view.verdicts}))
     parts = ["<h2>Architectures x checks</h2>",
              f"<p>One symbol per subject ({esc(subjects)}, in that order; a checkpoint-level "
              f"check runs once): {esc(legend())}. Hover over a cell for its evidence.</p>"]
-    several = len(vllms_of(verdicts)) > 1
-    for version in columns_of(verdicts):
-        cells = [v for v in verdicts if column_of(v, several) == version]
+    for version in view.columns:
+        cells = view.by_column[version]
         checks = checks_of(cells, order)
         grid: dict[tuple[str, str], list[Verdict]] = {}
         for v in cells:
@@ -188,11 +184,11 @@ def _check_tables(verdicts: list[Verdict], order: list[str] | None) -> list[str]
     return parts
 
 
-def _matrix(verdicts: list[Verdict]) -> list[str]:
-    versions, grid = columns_of(verdicts), by_fixture_version(verdicts)
+def _matrix(view: View) -> list[str]:
+    versions, grid = view.columns, view.grid
     parts = ["<h2>Matrix</h2><table id='matrix'><tr><th class='nosort'>architecture</th>"
              + "".join(f"<th class='nosort'>{esc(v)}</th>" for v in versions) + "</tr>"]
-    for fixture in fixtures_of(verdicts):
+    for fixture in view.fixtures:
         row = [f"<td>{esc(fixture)}</td>"]
         for version in versions:
             statuses = [v.status for v in grid.get((fixture, version), [])]
@@ -202,14 +198,12 @@ def _matrix(verdicts: list[Verdict]) -> list[str]:
     return parts + ["</table>"]
 
 
-def _agreement(verdicts: list[Verdict]) -> list[str]:
+def _agreement(view: View) -> list[str]:
     """Per model-level cell of the backend, which references agree (`results.agreement`)."""
-    from conformance.results.agreement import RELATIONS, relations, summary_line, table_rows
-
-    found = relations(verdicts)
+    found = view.relations
     if not found:
         return []
-    columns, rows = table_rows(verdicts)
+    columns, rows = table_rows(found, view.columns)
     legend_items = "".join(f"<li><b>{esc(w)}</b>: {esc(t)}</li>" for w, t in RELATIONS.items())
     parts = ["<h2 id='references'>Which references agree</h2>",
              f"<p>Model-level cells of the backend: {esc(summary_line(found))}.</p>",

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections import Counter
 from xml.etree import ElementTree
 
-from conformance.results.cells import column_of, columns_of, vllms_of
 from conformance.results.verdict import Verdict
+from conformance.results.view import View, as_view
 
 
-def junit(verdicts: list[Verdict]) -> str:
+def junit(verdicts: list[Verdict] | View) -> str:
+    view = as_view(verdicts)
     suites = ElementTree.Element("testsuites", name="vllm-mm-conformance")
-    several = len(vllms_of(verdicts)) > 1
-    for version in columns_of(verdicts):
-        cells = [v for v in verdicts if column_of(v, several) == version]
+    for version in view.columns:
+        cells = view.by_column[version]
         counts = Counter(v.status for v in cells)
         name = f"transformers-{version}".replace(" (vLLM ", "-vllm-").rstrip(")")
         suite = ElementTree.SubElement(

@@ -11,47 +11,45 @@ from conformance.expectations.document import inline_markdown
 from conformance.results.agreement import markdown_section as agreement_section
 from conformance.results.cells import (
     anchor,
-    by_fixture_version,
     cells_text,
-    columns_of,
     counts_text,
-    fixtures_of,
     legend,
     one_line,
     short_label,
-    vllm_note,
 )
-from conformance.results.known import group_known, observed
+from conformance.results.known import KnownGroup, observed
 from conformance.results.releases import markdown_sections
 from conformance.results.verdict import STATUSES, Verdict
+from conformance.results.view import View, as_view
 
 
 def finding_anchor(finding_id: str) -> str:
     return "finding-" + finding_id.replace(".", "-")
 
 
-def markdown(verdicts: list[Verdict], meta: dict | None = None) -> str:
-    lines = _matrix(verdicts)
-    totals = Counter(v.status for v in verdicts)
+def markdown(verdicts: list[Verdict] | View, meta: dict | None = None) -> str:
+    view = as_view(verdicts)
+    lines = _matrix(view)
+    totals = Counter(v.status for v in view.verdicts)
     lines += ["", "Totals: " + ", ".join(f"{s} {totals[s]}" for s in STATUSES if totals[s]), ""]
     if meta and meta.get("seconds") is not None:
-        lines += [f"Run time {meta['seconds']:.0f} s on {len(verdicts)} cells.", ""]
-    lines += markdown_sections(verdicts)  # a run over several vLLMs: what moved between them
-    lines += _known_findings(verdicts)
-    lines += agreement_section(verdicts)
-    lines += _details(verdicts)
+        lines += [f"Run time {meta['seconds']:.0f} s on {len(view.verdicts)} cells.", ""]
+    # a run over several vLLMs: what moved between them
+    lines += markdown_sections(view.verdicts, view.vllms)
+    lines += _known_findings(*view.known)
+    lines += agreement_section(view.relations, view.columns)
+    lines += _details(view)
     return "\n".join(lines) + "\n"
 
 
-def _matrix(verdicts: list[Verdict]) -> list[str]:
-    versions, grid = columns_of(verdicts), by_fixture_version(verdicts)
-    note = vllm_note(verdicts)
+def _matrix(view: View) -> list[str]:
+    versions, grid, note = view.columns, view.grid, view.note
     lines = ["# vLLM Transformers-backend conformance" + (f" ({note})" if note else ""), "",
              f"Cells per architecture and transformers version ({legend()}); `impl` is the "
              f"reference of vLLM {IMPL_REFERENCE}'s backend.", "",
              "| architecture | " + " | ".join(versions) + " |",
              "|---|" + "---|" * len(versions)]
-    for fixture in fixtures_of(verdicts):
+    for fixture in view.fixtures:
         row = []
         for version in versions:
             cell = grid.get((fixture, version), [])
@@ -63,8 +61,7 @@ def _matrix(verdicts: list[Verdict]) -> list[str]:
     return lines
 
 
-def _known_findings(verdicts: list[Verdict]) -> list[str]:
-    groups, unnamed = group_known(verdicts)
+def _known_findings(groups: list[KnownGroup], unnamed: list[Verdict]) -> list[str]:
     if not groups and not unnamed:
         return []
     count = sum(len(g.cells) for g in groups)
@@ -81,13 +78,14 @@ def _known_findings(verdicts: list[Verdict]) -> list[str]:
     return lines + [""]
 
 
-def _details(verdicts: list[Verdict]) -> list[str]:
+def _details(view: View) -> list[str]:
     """Every bad cell in full; a known failure in one line that points at its finding."""
-    shown = [v for v in verdicts if v.status not in ("pass", "n/a")]
-    if not shown:
+    shown = {place: [v for v in cells if v.status not in ("pass", "n/a")]
+             for place, cells in view.grid.items()}
+    if not any(shown.values()):
         return []
     lines = ["## Details", ""]
-    for (fixture, version), group in by_fixture_version(shown).items():
+    for (fixture, version), group in ((p, g) for p, g in shown.items() if g):
         lines += [f'<a id="{anchor(fixture, version)}"></a>',
                   f"### {fixture} on transformers {version}", ""]
         for v in group:

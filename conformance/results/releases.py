@@ -107,11 +107,9 @@ def render_lines(diff: ReleaseDiff, markdown: bool = False) -> list[str]:
     return lines
 
 
-def markdown_sections(verdicts: list[Verdict]) -> list[str]:
-    """report.md: each further vLLM of the run against the first (none for one vLLM)."""
-    from conformance.results.cells import vllms_of
-
-    found = vllms_of(verdicts)
+def markdown_sections(verdicts: list[Verdict], found: list[str]) -> list[str]:
+    """report.md: each further vLLM of the run (`found`, in order) against the first (none
+    for one vLLM)."""
     lines: list[str] = []
     for new in found[1:]:
         lines += render_lines(compare_releases(verdicts, found[0], new), markdown=True)

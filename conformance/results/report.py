@@ -14,20 +14,18 @@ from pathlib import Path
 from conformance.results.cells import (
     SYMBOLS,
     anchor,
-    by_fixture_version,
-    columns_of,
     counts_text,
     fixtures_of,
     latest_per_cell,
     one_line,
     sort_cells,
     versions_of,
-    vllm_note,
 )
 from conformance.results.html_page import html_report
 from conformance.results.junit import junit
 from conformance.results.markdown import markdown
 from conformance.results.verdict import BAD, Verdict
+from conformance.results.view import View, as_view
 
 __all__ = ["SCHEMA_VERSION", "SYMBOLS", "anchor", "append", "counts_text", "fixtures_of",
            "html_report", "junit", "latest_per_cell", "markdown", "print_table", "read_partial",
@@ -71,27 +69,26 @@ def write_results(path: Path, verdicts: list[Verdict], meta: dict) -> None:
 
 
 def write_reports(run_dir: Path, verdicts: list[Verdict], meta: dict) -> None:
-    verdicts = sort_cells(latest_per_cell(verdicts))
-    write_results(run_dir / "results.json", verdicts, meta)
-    (run_dir / "report.md").write_text(markdown(verdicts, meta))
-    (run_dir / "report.html").write_text(html_report(verdicts, meta))
-    (run_dir / "junit.xml").write_text(junit(verdicts))
+    view = View(verdicts)  # grouped once for every writer
+    write_results(run_dir / "results.json", view.verdicts, meta)
+    (run_dir / "report.md").write_text(markdown(view, meta))
+    (run_dir / "report.html").write_text(html_report(view, meta))
+    (run_dir / "junit.xml").write_text(junit(view))
 
 
-def print_table(verdicts: list[Verdict]) -> None:
+def print_table(verdicts: list[Verdict] | View) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    verdicts = sort_cells(latest_per_cell(verdicts))
-    versions, grid = columns_of(verdicts), by_fixture_version(verdicts)
-    note = vllm_note(verdicts)
+    view = as_view(verdicts)
+    verdicts, versions, grid, note = view.verdicts, view.columns, view.grid, view.note
     table = Table(title="vLLM Transformers backend conformance" + (f" ({note})" if note else ""),
                   caption="✓ pass  ✗ fail  x known  X! stale known  E error  C crash  T timeout"
                           "  – n/a")
     table.add_column("architecture")
     for version in versions:
         table.add_column(version)
-    for fixture in fixtures_of(verdicts):
+    for fixture in view.fixtures:
         cells = []
         for version in versions:
             statuses = [v.status for v in grid.get((fixture, version), [])]
