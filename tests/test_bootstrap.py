@@ -1,6 +1,6 @@
 """scripts/bootstrap.py: the environments it names (the harness's), the README's test command
-(its tiers in order beside the Legacy pass, their outputs apart, the first failure its exit
-code), and the cache lock the passes share."""
+(its tiers in order, spread over the CPUs, the first failure its exit code), and the cache lock
+the test processes share."""
 
 from __future__ import annotations
 
@@ -61,33 +61,38 @@ def script(path: Path, body: str) -> Path:
     return path
 
 
-def test_the_tiers_run_in_order_with_the_legacy_pass_beside_printed_after(tmp_path, capfd):
-    marker = tmp_path / "legacy-started"
-    # a tier succeeds only if the Legacy pass started while it ran (within 20 s)
-    python = script(tmp_path / "python", (
-        f"for i in $(seq 200); do [ -e {marker} ] && break; sleep 0.1; done\n"
-        f"echo tier output: $*\n[ -e {marker} ] || exit 3\n"))
-    script(tmp_path / "conformance", f"touch {marker}\necho legacy pass output: $*\nexit 1\n")
-    code = bootstrap().run_default_tests(python, dict(os.environ))
+def test_the_tiers_run_in_order_spread_over_the_cpus(tmp_path, capfd, monkeypatch):
+    python = script(tmp_path / "python", "echo tier output: $*\n")
+    script(tmp_path / "conformance", "echo legacy tier output: $*\nexit 1\n")
+    boot = bootstrap()
+    monkeypatch.setattr(boot.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    code = boot.run_default_tests(python, dict(os.environ))
     out = capfd.readouterr().out
-    assert code == 1  # the Legacy pass's failure, both tiers having passed
-    fast, engine = out.index("tier output: -m pytest -m not model"), out.index("-m (model or e2e)")
-    assert fast < engine < out.index("legacy pass output")
-    assert "exec --transformers 5.12.1" in out.split("legacy pass output:")[1]
-    assert "exit codes: fast tier: 0, engine tier: 0, transformers 5.12.1 " \
-           "(Legacy placeholder path): 1" in out
+    assert code == 1  # the Legacy tier's failure, the two before it having passed
+    fast = out.index("tier output: -m pytest -p no:cacheprovider -n 2 -m not model")
+    engine = out.index("-n 2 -m (model or e2e)")
+    legacy = out.index("legacy tier output: exec --transformers 5.12.1 --")
+    assert fast < engine < legacy
+    assert "exit codes: fast tier: 0, engine tier: 0, legacy tier: 1" in out
 
 
 def test_a_failing_fast_tier_stops_the_run(tmp_path, capfd):
     python = script(tmp_path / "python", "echo tier output: $*\nexit 1\n")
-    script(tmp_path / "conformance", "sleep 30\n")  # the Legacy pass, stopped with the run
-    started = time.monotonic()
+    script(tmp_path / "conformance", "echo legacy tier output\n")
     code = bootstrap().run_default_tests(python, dict(os.environ))
     out = capfd.readouterr().out
-    assert code == 1 and time.monotonic() - started < 20
+    assert code == 1
     assert "fast tier failed: the later tiers are not run" in out
-    assert "(model or e2e)" not in out.split("tier output")[-1]
+    assert "(model or e2e)" not in out and "legacy tier output" not in out
     assert "exit codes: fast tier: 1" in out
+
+
+def test_one_cpu_runs_the_tests_in_one_process(monkeypatch):
+    boot = bootstrap()
+    monkeypatch.setattr(boot.os, "sched_getaffinity", lambda _: {0}, raising=False)
+    assert boot.test_processes() == []
+    monkeypatch.setattr(boot.os, "sched_getaffinity", lambda _: set(range(64)), raising=False)
+    assert boot.test_processes() == ["-n", str(boot.MAX_TEST_PROCESSES)]
 
 
 def test_builders_of_one_cache_entry_wait_for_each_other(tmp_path):

@@ -103,11 +103,12 @@ ODD = {"short-context": short_context_llava, "llama-tokenizer": llama_tokenizer_
 
 @pytest.fixture(scope="session")
 def odd(tmp_path_factory) -> dict[str, Path]:
-    """Every checkpoint, built before any check loads a model (vLLM's backend then patches
-    transformers' model classes for the process, and building one would fail). For the whole
-    session: the tests that load models run last (conftest), after this module's others."""
+    """Every checkpoint, built in a process of its own: once vLLM's backend has loaded a model
+    in this one (another test of this process, whatever the order pytest-xdist gives), it has
+    patched transformers' model classes, and building one here would fail."""
     folder = tmp_path_factory.mktemp("odd")
-    return {name: build(folder / name) for name, build in ODD.items()}
+    subprocess.run([sys.executable, __file__, str(folder)], check=True, cwd=ROOT)
+    return {name: folder / name for name in ODD}
 
 
 def test_the_checkpoints_differ_from_their_recipes_as_intended(odd):
@@ -295,3 +296,8 @@ def test_a_checkpoint_takes_the_findings_of_the_fixture_of_its_architecture(name
     assert matching_fixture(recipe.architecture, parts.config, parts.processor) is recipe
     assert matching_fixture("NoSuchModelForConditionalGeneration", parts.config,
                             parts.processor) is None
+
+
+if __name__ == "__main__":  # the `odd` fixture's builder
+    for name, build in ODD.items():
+        build(Path(sys.argv[1]) / name)

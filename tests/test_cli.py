@@ -129,8 +129,10 @@ def test_merge_combines_shards(tmp_path):
 @pytest.mark.vllm
 @pytest.mark.e2e
 def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path):
+    # 6 cells in one worker: it is killed after the first verdict, and the resumed run's worker
+    # runs only the others
     args = [*CONFORMANCE, "run", "--fixtures", "llava,qwen2_5_vl,gemma3", "--versions", "5.17.0",
-            "--checks", "prompt-ids,cache", "--output", str(tmp_path)]  # 12 cells
+            "--checks", "prompt-ids", "--jobs", "1", "--output", str(tmp_path)]
     process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     partial = tmp_path / "results.jsonl"
@@ -140,14 +142,14 @@ def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path):
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     before = report.read_partial(partial)
-    assert 1 <= len(before) < 12
+    assert 1 <= len(before) < 6
     resumed = subprocess.run([*args, "--resume"], cwd=ROOT, capture_output=True, text=True,
                              timeout=900)
     assert resumed.returncode == 0, resumed.stdout[-2000:]
     assert "already done" in resumed.stdout
     after = report.read_partial(partial)
-    assert len(after) == 12 and after[:len(before)] == before
-    assert len({v.key for v in after}) == 12
+    assert len(after) == 6 and after[:len(before)] == before
+    assert len({v.key for v in after}) == 6
 
 
 @pytest.mark.vllm

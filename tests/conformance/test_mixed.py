@@ -23,6 +23,7 @@ from conformance.inputs.media import Media
 from conformance.inputs.strategies import companion
 from conformance.paths import ROOT
 from conformance.subjects.context import Context
+from conformance.subjects.protocol import VIDEO
 from fixtures.registry import get_recipe
 from impl.types import Placeholder, ProcessedPrompt
 
@@ -54,6 +55,8 @@ class FakeSubject:
 
     def __init__(self, modalities: tuple[str, ...], one_owner: bool = False):
         self.modalities, self.one_owner = modalities, one_owner
+        # qwen2_vl's recipe takes images; a subject says it takes video too by its capability
+        self.capabilities = frozenset({VIDEO} if "video" in modalities else ())
 
     def process(self, case: Case) -> ProcessedPrompt:
         ids: list[int] = []
