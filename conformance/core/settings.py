@@ -28,15 +28,6 @@ class Settings:
     fault: str | None = None  # a fault planted on purpose: "name" or "name>=version"
     vllm: str | None = None  # the label of the vLLM this process runs; None: the installed one
 
-    @property
-    def fault_name(self) -> str | None:
-        return self.fault.partition(">=")[0] if self.fault else None
-
-    @property
-    def fault_since(self) -> str | None:
-        """The first transformers version the fault is planted on (None: every version)."""
-        return (self.fault.partition(">=")[2] or None) if self.fault else None
-
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
