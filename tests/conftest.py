@@ -30,7 +30,9 @@ def pytest_collection_modifyitems(config, items):
     # Tests that load a model in vLLM run last: loading the backend decorates transformers'
     # model classes for the whole process, after which no fixture can be built or HF model
     # instantiated outside a vLLM config (tests/test_fixtures.py does both).
-    items.sort(key=lambda item: "model" in item.keywords)
+    # Within each group, the commands run end to end (the longest tests, in processes of their
+    # own) come first, so that under xdist no test process is left alone with one at the end.
+    items.sort(key=lambda item: ("model" in item.keywords, "e2e" not in item.keywords))
     if HAS_VLLM:
         return
     skip = pytest.mark.skip(reason="vLLM is not installed in this environment")

@@ -242,12 +242,13 @@ def test_logprobs_rule_rejects_a_token_outside_the_other_top_k() -> None:
 
 
 # each script loads vLLM and the HF model in a process of its own (about 20 s): one that
-# reproduces and one that does not run by default, the other two with -m slow
+# reproduces runs by default, the others with -m slow (the nightly workflow's CPU job)
 @pytest.mark.parametrize("fixture, check, status, said", [
     pytest.param("aya_vision", "generate", 1,
                  "backend vs the HF model: FAILS: step 0: logprob of token",
                  marks=pytest.mark.slow),
-    ("llava", "generate", 0, "backend vs native vLLM: agrees"),
+    pytest.param("llava", "generate", 0, "backend vs native vLLM: agrees",
+                 marks=pytest.mark.slow),
     # qwen3-vl-deepstack-dropped: native's rows carry the DeepStack features, the HF model's
     # merged rows do not
     ("qwen3_vl", "encoder", 1, "backend vs native vLLM: FAILS: item 0: shape backend (2, 64) "
