@@ -9,6 +9,8 @@ from conformance.cli.bisect import cmd_bisect
 from conformance.cli.check import add_arguments as add_check_arguments
 from conformance.cli.check import cmd_check
 from conformance.cli.common import BASELINE, fail
+from conformance.cli.coverage import add_arguments as add_coverage_arguments
+from conformance.cli.coverage import cmd_coverage
 from conformance.cli.env import cmd_exec, cmd_fixtures, cmd_versions
 from conformance.cli.results import cmd_baseline, cmd_checks, cmd_gate, cmd_known, cmd_merge
 from conformance.cli.run import cmd_run
@@ -105,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--profile", default="tiny", choices=("tiny", "real"))
     fix.add_argument("--force", action="store_true", help="rebuild even if cached")
     fix.set_defaults(func=cmd_fixtures)
+
+    cov = sub.add_parser("coverage", help="the generative multimodal architectures of each "
+                         "transformers version, vLLM's route for each, and their fixtures")
+    add_coverage_arguments(cov)
+    cov.set_defaults(func=cmd_coverage)
 
     checks = sub.add_parser("checks", help="the catalogue of checks, as a Markdown table")
     checks.set_defaults(func=cmd_checks)
