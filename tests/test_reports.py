@@ -84,7 +84,9 @@ def test_html_is_one_file_with_filters_and_findings():
     page = report.html_report(report.sort_cells(verdicts()))
     assert "<script>" in page and "http" not in page.split("<body>")[0]
     assert "id='filters'" in page and "value='fail'" in page
-    assert "class='finding' data-status='fail'" in page
+    # every cell is one row of the cells table, its whole evidence in it
+    assert "<tr id='cell-idefics3-5-20-2-vllm-backend-model' class='fail' data-status='fail'>" \
+        in page
     assert "reproducer not found" in page
 
 
@@ -99,7 +101,8 @@ def test_html_opens_with_a_summary_of_the_run():
         assert shown in summary, shown
     assert '{"' not in page  # the meta is worded, never dumped as JSON
     known = body.split("<table id='known'>", 1)[1].split("</table>", 1)[0]
-    row = known.split(f"<tr data-finding='{NEWLINES}'>", 1)[1].split("</tr>", 1)[0]
+    row = known.split(f"<tr id='finding-{NEWLINES}' data-finding='{NEWLINES}'>", 1)[1]
+    row = row.split("</tr>", 1)[0]
     assert html.escape(NEWLINES_TITLE) in row and "2 cells" in row
     assert "gemma3/impl/placeholders@5.17.0" in row
     assert "without a finding id" in known
@@ -115,7 +118,7 @@ def test_html_shows_architectures_by_checks_for_each_version():
            "<th class='nosort'>cache</th></tr>" in table
     cell = table.split("data-fixture='gemma3' data-check='placeholders'", 1)[1].split("</td>")[0]
     assert cell.startswith(" title='impl: xfail [gemma3-offsets-newlines]: Offsets path")
-    assert cell.count("<span class='xfail'") == 2
+    assert cell.count("<a class='xfail' href='#cell-gemma3-5-17-0-") == 2
     failing = page.split("<table class='checks' data-version='5.20.2'>", 1)[1]
     assert ("<td class='fail' data-status='fail' data-fixture='idefics3' data-check='model' "
             "title='vllm-backend: fail: greedy token differs: 3 vs 4'>") in failing
@@ -256,9 +259,12 @@ def test_a_set_of_names_printed_in_another_order_is_the_same_difference():
 def test_the_gate_says_how_many_cells_it_compared():
     baseline = verdicts()
     current = baseline[1:] + [Verdict("llava", "5.24.0", "cache", "pass", subject="impl")]
-    first = gate.render(gate.compare(baseline, current)).splitlines()[0]
-    assert first == ("compared 6 cells (4 in both runs; 1 only now, 1 only in the baseline); "
-                     "xfail in both: 1, findings and signatures compared")
+    first, second = gate.render(gate.compare(baseline, current)).splitlines()[:2]
+    # 5.24.0 is compared with the baseline's 5.20.2, where llava has no cache cell
+    assert first == ("compared 4 cells with the baseline (1 only in this run, 2 only in the "
+                     "baseline: not compared); xfail in both: 1, findings and signatures compared")
+    assert second.startswith("transformers 5.24.0 is not in the baseline: compared with its "
+                             "nearest not newer, 5.20.2")
 
 
 def test_a_long_list_of_known_cells_is_wrapped_between_labels():
@@ -279,7 +285,9 @@ def test_latest_verdict_wins_when_cells_repeat():
 def test_a_candidate_release_is_gated_against_the_pinned_version():
     baseline = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl")]
     candidate = [Verdict("llava", "5.24.0", "cache", "fail", "hash", subject="impl")]
-    assert gate.compare(baseline, candidate).new_failures  # unknown cell: still not green
+    # not in the baseline: compared with its nearest version, 5.17.0
+    assert [now.version for _, now in gate.compare(baseline, candidate).regressions] == [
+        "5.24.0"]
     result = gate.compare(baseline, candidate, baseline_version="5.17.0")
     assert [now.version for _, now in result.regressions] == ["5.24.0"]
 

@@ -112,7 +112,10 @@ def test_gate_compares_a_vllm_with_the_baselines_of_another():
                 Verdict("llava", "5.17.0", "errors", "xfail", subject="impl")]
     current = [Verdict("llava", "5.17.0", "cache", "fail", "x", subject="impl", vllm="0.32.0"),
                Verdict("llava", "5.17.0", "errors", "pass", subject="impl", vllm="0.32.0")]
-    assert not compare(baseline, current).regressions  # other cells: nothing in common
+    # 0.32.0 is not in the baseline: compared with its nearest release, as if chosen
+    nearest = compare(baseline, current)
+    assert [(p.baseline_vllm, p.how_vllm) for p in nearest.pairs] == [("0.31.0", "nearest")]
+    assert [now.check for _, now in nearest.regressions] == ["cache"]
     moved = compare(baseline, current, baseline_vllm="0.31.0")
     assert [now.check for _, now in moved.regressions] == ["cache"]
     assert [now.check for _, now in moved.fixed] == ["errors"]

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from conformance.cli.common import csv, fail
 from conformance.run.versions import DEFAULT_VERSIONS, in_vllm_window
+from impl.version import parse_version
+
+if TYPE_CHECKING:
+    from fixtures.recipe import Recipe
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
@@ -17,13 +23,24 @@ def cmd_versions(args: argparse.Namespace) -> int:
     from impl.version import placeholder_strategy
 
     vllm = release(args.vllm).version  # a one-line error for an unknown release
+    if args.action == "newest":  # stdout: the version alone; stderr: each newer one skipped
+        chosen = versions.requested_versions(args.versions, default=()) or \
+            versions.index_releases()
+        newest, skipped = versions.newest_installable(chosen, vllm)
+        for version, cause in skipped:
+            print(f"skipped transformers {version}: {cause}", file=sys.stderr)
+        if newest is None:
+            return fail(f"none of the {len(skipped)} newest releases installs over vLLM {vllm}'s "
+                        "environment")
+        print(newest)
+        return 0
     if args.action == "lock":
         chosen = csv(args.versions) or DEFAULT_VERSIONS
         # below a release's window a version is n/a there: nothing to pin for it
         runnable = tuple(v for v in chosen if not unsupported(vllm, v))
         print(f"wrote {versions.write_overlay_lock(runnable, vllm)}")
         return 0
-    for version in csv(args.versions) or DEFAULT_VERSIONS:
+    for version in versions.requested_versions(args.versions):
         if args.action == "install":
             started = time.monotonic()
             overlay = versions.ensure_overlay(version, vllm=vllm)
@@ -39,16 +56,50 @@ def cmd_versions(args: argparse.Namespace) -> int:
     return 0
 
 
+def fixture_bounds(recipe: Recipe) -> list[dict]:
+    """Where a fixture runs: per vLLM release, the transformers versions its cells run on.
+    The recipe's own bounds (None: none) within the release's window, whose lower end is
+    where the release stops working (below it a cell is n/a); above its pin versions are
+    upgrade candidates, so they run: no upper end but the recipe's. Releases with the same
+    bounds share a row."""
+    from conformance.core.vllms import RELEASES
+
+    rows: dict[tuple[str | None, str | None], list[str]] = {}
+    for release in RELEASES.values():
+        lows = [v for v in (recipe.min_transformers, release.window[0]) if v]
+        low = max(lows, key=parse_version) if lows else None
+        rows.setdefault((low, recipe.max_transformers), []).append(release.version)
+    return [{"vllm": vllms, "transformers_min": low, "transformers_max": high}
+            for (low, high), vllms in rows.items()]
+
+
+def bounds_text(row: dict) -> str:
+    low, high = row["transformers_min"], row["transformers_max"]
+    if low and high and parse_version(high) <= parse_version(low):
+        span = "none"
+    else:
+        span = ",".join(([f">={low}"] if low else []) + ([f"<{high}"] if high else [])) or "any"
+    return f"{span} on vLLM {', '.join(row['vllm'])}"
+
+
 def cmd_fixtures(args: argparse.Namespace) -> int:
     from fixtures.registry import available_recipes, get_recipe
 
     names = csv(args.fixtures) or available_recipes()
     if args.action == "list":
-        for name in names:
-            recipe = get_recipe(name)
-            bounds = f"{recipe.min_transformers or '-'} .. {recipe.max_transformers or '-'}"
-            print(f"{name:<16} {recipe.architecture:<40} {','.join(recipe.modalities):<12} "
-                  f"transformers {bounds:<16} mirrors {recipe.mirrors}")
+        recipes = [get_recipe(name) for name in names]
+        if args.json:
+            print(json.dumps([{"name": r.name, "architecture": r.architecture,
+                               "modalities": list(r.modalities), "takes_video": r.takes_video,
+                               "mirrors": r.mirrors, "native_in_vllm": r.native_in_vllm,
+                               "bounds": fixture_bounds(r), "version_reason": r.version_reason}
+                              for r in recipes], indent=2))
+            return 0
+        for recipe in recipes:
+            bounds = "; ".join(bounds_text(row) for row in fixture_bounds(recipe))
+            print(f"{recipe.name:<16} {recipe.architecture:<40} "
+                  f"{','.join(recipe.modalities):<12} mirrors {recipe.mirrors:<46} "
+                  f"transformers {bounds}")
         return 0
     from fixtures.build import build_fixture, tree_digest
 
@@ -66,7 +117,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
         return fail("nothing to run (conformance exec --transformers V -- COMMAND ...)")
-    overlay = versions.ensure_overlay(args.transformers)
+    overlay = versions.ensure_overlay(versions.requested_version(args.transformers))
     print(f"[conformance] transformers {args.transformers}: {' '.join(command)}", flush=True)
     env = overlay.environ()
     env["PATH"] = os.path.join(sys.prefix, "bin") + os.pathsep + env.get("PATH", "")

@@ -1,11 +1,20 @@
-"""`conformance gate`, `baseline`, `merge` and `known`: reading and comparing results."""
+"""`conformance gate`, `baseline`, `merge`, `known`, `findings` and `checks`: reading and comparing
+results, and the catalogues they are judged by."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from conformance.cli.common import fail
 from conformance.results.verdict import BAD, Verdict
+from impl.version import bounds
+
+if TYPE_CHECKING:
+    from conformance.expectations import Finding
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -16,21 +25,18 @@ def cmd_gate(args: argparse.Namespace) -> int:
     result = gate.compare(baseline, current, compare_missing=args.show_missing,
                           baseline_version=args.baseline_version,
                           baseline_vllm=args.baseline_vllm, accept=frozenset(args.accept))
-    if args.baseline_vllm is not None:
-        from conformance.core.vllms import sort_key
-        from conformance.results.releases import compare_releases, render_lines
-
-        # the baseline's release against each release of the run: findings fixed and new
-        pinned = [v for v in baseline if v.vllm == args.baseline_vllm]
-        if args.baseline_version is not None:  # as the gate compares: that version's cells
-            pinned = [Verdict(**{**v.__dict__, "version": version})
-                      for version in {c.version for c in current} for v in pinned
-                      if v.version == args.baseline_version]
-        for label in sorted({v.vllm for v in current} - {args.baseline_vllm}, key=sort_key):
-            print("\n".join(render_lines(compare_releases(pinned + current,
-                                                           args.baseline_vllm, label))))
-    print(gate.render(result))  # its last line is the gate's verdict
-    return 0 if result.ok else 1
+    # the run's vLLMs compared with another of the baseline's: findings fixed and new
+    diffs = gate.release_changes(baseline, current, result.pairs)
+    reason = (gate.nothing_compared(baseline, current, result.pairs)
+              if result.status == "nothing-compared" else "")
+    if args.json:
+        print(json.dumps({**gate.as_json(result, diffs), "reason": reason}, indent=2))
+    else:
+        print("\n".join(gate.release_lines(diffs, args.details)
+                        + [(gate.render if args.details else gate.summary)(result)]))
+    if reason:  # no verdict: never a pass
+        return fail(f"gate compared no cell with {args.baseline}: {reason}")
+    return result.exit_code
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
@@ -43,7 +49,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     source = Path(args.results).resolve()
     source = source.parent if source.name == "results.json" else source
     # the baseline is committed: no absolute path of this machine goes into it
-    report.write_results(out, portable_cells(report.latest_per_cell(verdicts)),
+    # a cell's log is a file of one run's folder, never committed
+    cells = [dataclasses.replace(v, log=None) for v in report.latest_per_cell(verdicts)]
+    report.write_results(out, portable_cells(cells),
                          portable_meta({**meta, "baseline_of": str(source)}))
     print(f"wrote {out} from {args.results} ({len(verdicts)} cells)")
     return 0
@@ -51,12 +59,15 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from conformance.results import report
+    from conformance.results.portable import folder_absolute
 
     verdicts: list[Verdict] = []
     metas = []
     for path in args.results:
         got, meta = report.read_results(Path(path))
-        verdicts += got
+        # a shard's reproducers and logs are relative to its own folder
+        folder = Path(path) if Path(path).is_dir() else Path(path).parent
+        verdicts += [folder_absolute(v, folder) for v in got]
         metas.append(meta)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -84,7 +95,66 @@ def cmd_known(args: argparse.Namespace) -> int:
 
 
 def cmd_checks(args: argparse.Namespace) -> int:
-    from conformance.checks import checks_markdown
+    from conformance.checks import checks_markdown, registry
 
-    print(checks_markdown(), end="")
+    if not args.json:
+        print(checks_markdown(), end="")
+        return 0
+    rows = [{"id": check.id, "level": check.level, "statement": check.statement,
+             "compared_with": check.compared_with, "hint": check.hint,
+             "loads_model": check.loads_model,
+             "proofs": [{"fault": proof.fault, "fixture": proof.fixture}
+                        for proof in (check.proof, *check.more_proofs)]}
+            for check in registry().values()]
+    print(json.dumps(rows, indent=2))
+    return 0
+
+
+def finding_row(finding: Finding) -> dict:
+    """A finding's listing: what `conformance findings` prints, and its `--json`."""
+    def axis(spec: str) -> dict:
+        low, high = bounds(spec)
+        return {"spec": spec, "min": low, "max": high, "text": finding.describe_versions(spec)}
+
+    return {"id": finding.id, "title": finding.title, "fixtures": list(finding.fixtures),
+            "checks": list(finding.checks), "subjects": list(finding.subjects),
+            "transformers": axis(finding.versions), "vllm": axis(finding.vllm),
+            "open": dict(finding.open), "upstream": list(finding.upstream),
+            "side": finding.side}
+
+
+def checks_text(checks: list[str]) -> str:
+    """A finding's checks, short: most of the catalogue reads as what it leaves out."""
+    from conformance.checks import ORDER  # every check, without importing them
+
+    left_out = [c for c in ORDER if c not in checks]
+    if set(checks) <= set(ORDER) and len(left_out) <= 3:
+        return "all" + (" but " + ",".join(left_out) if left_out else "")
+    return ",".join(checks)
+
+
+def findings_table(rows: list[dict]) -> list[str]:
+    """One line per finding: id, transformers and vLLM bounds, upstream links, checks (the
+    widest column last, so that it pads no other)."""
+    columns = [("id", lambda r: r["id"]),
+               ("transformers", lambda r: r["transformers"]["text"]),
+               ("vLLM", lambda r: r["vllm"]["text"]),
+               ("upstream", lambda r: " ".join(r["upstream"]) or "none filed"),
+               ("checks", lambda r: checks_text(r["checks"]))]
+    cells = [[name for name, _ in columns]] + [[get(r) for _, get in columns] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns) - 1)]
+    return ["  ".join([*(text.ljust(w) for text, w in zip(line, widths, strict=False)),
+                       line[-1]]).rstrip() for line in cells]
+
+
+def cmd_findings(args: argparse.Namespace) -> int:
+    from conformance import expectations
+
+    rows = [finding_row(finding) for finding in expectations.load()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print("\n".join(findings_table(rows)))
+    print(f"{len(rows)} findings (conformance/expectations/findings.toml; each in full: "
+          "docs/findings.md, `conformance known`)")
     return 0

@@ -45,7 +45,13 @@ def difference_kind(check: str, evidence: str) -> str:
     """A difference's kind: the check and the evidence's wording without its values (numbers,
     hashes, quoted and bracketed values), up to its third clause. Stable while a case shrinks,
     distinct between sub-properties and kinds of difference."""
+    return f"{check}: " + wording(evidence)
+
+
+def wording(evidence: str) -> str:
+    """A difference's kind without its check: what the gate groups failing cells by, so that
+    one cause failing many checks (a release that cannot load a model) reads as one group."""
     text = re.sub(r"\[[^\]]*\]|\([^)]*\)|'[^']*'|\"[^\"]*\"", "…", evidence)
     text = re.sub(r"\b[0-9a-f]{16,}\b", "…", text)
     text = re.sub(r"\d+", "#", text)
-    return f"{check}: " + ":".join(text.split(":")[:3]).strip()[:120]
+    return ":".join(text.split(":")[:3]).strip()[:120]

@@ -3,17 +3,30 @@
 
 A cell known (xfail) in both runs is looked into, not waved through: another finding, a
 difference the baseline's cell did not show, or a shared difference drifting further than the
-baseline's fail the gate, as a cell that passed and is known now does unless accepted."""
+baseline's fail the gate, as a cell that passed and is known now does unless accepted.
+
+Each (vLLM, transformers version) column of the run is compared with one column of the
+baseline (`pair_columns`): its own where the baseline has it, else the nearest the baseline
+has (`nearest`), or the one `--baseline-version` / `--baseline-vllm` chose. A gate that
+compared no cell has no verdict (`GateResult.status`): it never passes.
+
+`render` lists every cell; `summary` groups them (by finding, and bad cells by what their
+difference says with its values masked: `signatures.wording`) to fit a screen; `as_json` is
+the machine-readable verdict."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
-from conformance.core.signatures import magnitude, signature
-from conformance.results.cells import cells_text, one_line
+from conformance.core.signatures import magnitude, signature, wording
+from conformance.core.vllms import sort_key
+from conformance.results.cells import cells_text, one_line, short_label
 from conformance.results.known import group_known, title_of, wrapped_labels
+from conformance.results.releases import ReleaseDiff, compare_releases, render_lines
 from conformance.results.verdict import BAD, CellKey, Verdict
+from impl.version import parse_version
 
 GOOD = frozenset({"pass"})
 CUT = 300  # the judge keeps each of data["differences"] to its first 300 characters
@@ -107,6 +120,119 @@ class KnownChange:
     reasons: list[str]  # another finding, a new difference, a larger drift
 
 
+Column = tuple[str, str]  # (vLLM label, transformers version)
+
+
+def nearest(version: str, available: Iterable[str],
+            parse: Callable[[str], object] = parse_version) -> str | None:
+    """The nearest of `available` to `version`: the newest not newer than it, else (all are
+    newer) the oldest. A release is gated against the behaviour it replaces, never a later
+    one while an earlier one exists. None: nothing available."""
+    found = sorted(set(available), key=parse)  # type: ignore[arg-type]
+    older = [v for v in found if parse(v) <= parse(version)]  # type: ignore[operator]
+    return older[-1] if older else (found[0] if found else None)
+
+
+def _vllm_version(label: str) -> object:
+    return sort_key(label)[0]  # a folder's label ("0.32.1.dev5@src") by its version
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """The baseline's column one column of the run is compared with, and why that one."""
+
+    vllm: str
+    version: str
+    baseline_vllm: str
+    baseline_version: str
+    # same; nearest (not newer); newer (the nearest: the baseline has no older one); chosen
+    how_vllm: str = "same"  # chosen: --baseline-vllm
+    how_version: str = "same"  # chosen: --baseline-version
+
+    @property
+    def moved(self) -> bool:
+        return (self.vllm, self.version) != (self.baseline_vllm, self.baseline_version)
+
+    def text(self) -> str:
+        """One line: which baseline column, and by which rule."""
+        parts = []
+        if self.version != self.baseline_version:
+            parts.append(_said("transformers", self.version, self.baseline_version,
+                               self.how_version, "--baseline-version"))
+        if self.vllm != self.baseline_vllm:
+            parts.append(_said("vLLM", self.vllm, self.baseline_vllm, self.how_vllm,
+                               "--baseline-vllm"))
+        return "; ".join(parts)
+
+
+def _said(axis: str, mine: str, theirs: str, how: str, option: str) -> str:
+    if how == "chosen":
+        return f"{axis} {mine} compared with the baseline's {theirs} ({option})"
+    nearest_is = "nearest not newer" if how == "nearest" else "nearest (none is older)"
+    return (f"{axis} {mine} is not in the baseline: compared with its {nearest_is}, {theirs} "
+            f"({option} V to choose)")
+
+
+def _rule(version: str, chosen: str | None, available: set[str],
+          parse: Callable[[str], object]) -> tuple[str, str]:
+    if chosen is not None:
+        return chosen, "chosen"
+    if version in available:
+        return version, "same"
+    found = nearest(version, available, parse)
+    assert found is not None  # callers pass a non-empty `available`
+    return found, ("nearest" if parse(found) <= parse(version) else "newer")  # type: ignore
+
+
+def pair_columns(baseline: list[Verdict], current: list[Verdict],
+                 baseline_version: str | None = None,
+                 baseline_vllm: str | None = None) -> list[Pairing]:
+    """Each column of the run and the baseline's column it is compared with: the same one
+    where the baseline has it, else the nearest (`nearest`; the vLLM first, then the
+    transformers version among that vLLM's); an option names one for every column. A
+    chosen column the baseline lacks is a one-line error (ValueError)."""
+    columns: dict[str, set[str]] = {}
+    for v in baseline:
+        columns.setdefault(v.vllm, set()).add(v.version)
+    if not columns:
+        return []
+    if baseline_vllm is not None and baseline_vllm not in columns:
+        raise ValueError(f"the baseline has no cell of vLLM {baseline_vllm} (it has "
+                         f"{', '.join(sorted(columns, key=sort_key))}): give one of those "
+                         "to --baseline-vllm")
+    pairs = []
+    for vllm, version in sorted({(c.vllm, c.version) for c in current},
+                                key=lambda c: (sort_key(c[0]), parse_version(c[1]))):
+        base_vllm, how_vllm = _rule(vllm, baseline_vllm, set(columns), _vllm_version)
+        if baseline_version is not None:  # as the baseline spells it: 5.17 is 5.17.0
+            try:
+                wanted = parse_version(baseline_version)
+            except ValueError:
+                raise ValueError(f"--baseline-version {baseline_version!r} is not a version "
+                                 "(e.g. 5.17.0)") from None
+            baseline_version = next((v for v in columns[base_vllm]
+                                     if parse_version(v) == wanted), baseline_version)
+        if baseline_version is not None and baseline_version not in columns[base_vllm]:
+            raise ValueError(
+                f"the baseline has no cell of transformers {baseline_version} on vLLM "
+                f"{base_vllm} (it has {', '.join(sorted(columns[base_vllm], key=parse_version))})"
+                ": give one of those to --baseline-version")
+        base_version, how_version = _rule(version, baseline_version, columns[base_vllm],
+                                          parse_version)
+        pairs.append(Pairing(vllm, version, base_vllm, base_version, how_vllm, how_version))
+    return pairs
+
+
+def paired_baseline(baseline: list[Verdict], pairs: list[Pairing]) -> list[Verdict]:
+    """The baseline's cells of the paired columns, each labelled with the run's column it
+    is compared with (a baseline column no run column is paired with is left out)."""
+    by_column: dict[Column, list[Verdict]] = {}
+    for v in baseline:
+        by_column.setdefault((v.vllm, v.version), []).append(v)
+    return [replace(v, vllm=p.vllm, version=p.version)
+            for p in pairs for v in by_column.get((p.baseline_vllm, p.baseline_version), ())]
+
+
 @dataclass
 class GateResult:
     regressions: list[tuple[Verdict, Verdict]] = field(default_factory=list)  # (was, now)
@@ -123,15 +249,28 @@ class GateResult:
     narrowed: list[tuple[Verdict, Verdict]] = field(default_factory=list)  # fewer differences
     still_failing: list[Verdict] = field(default_factory=list)  # bad in both (accepted then)
     missing: list[Verdict] = field(default_factory=list)  # in the baseline, not run now
-    in_both: int = 0
+    in_both: int = 0  # the cells compared
     only_now: int = 0
-    only_baseline: int = 0
+    only_baseline: int = 0  # of the paired baseline columns: cells this run did not run
     known_compared: int = 0  # xfail in both runs: their findings and signatures compared
+    pairs: list[Pairing] = field(default_factory=list)  # which baseline column, for each
+
+    @property
+    def status(self) -> str:
+        """pass, fail, or nothing-compared (no cell in both: no verdict, never a pass)."""
+        if not self.in_both:
+            return "nothing-compared"
+        bad = (self.regressions or self.new_failures or self.known_now_bad
+               or self.known_changed or self.newly_known)
+        return "fail" if bad else "pass"
 
     @property
     def ok(self) -> bool:
-        return not (self.regressions or self.new_failures or self.known_now_bad
-                    or self.known_changed or self.newly_known)
+        return self.status == "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return {"pass": 0, "fail": 1, "nothing-compared": 2}[self.status]
 
 
 def compare(baseline: list[Verdict], current: list[Verdict],
@@ -143,20 +282,13 @@ def compare(baseline: list[Verdict], current: list[Verdict],
     except new cells that are bad. A cell known in both fails the gate when another finding
     explains it, or it shows a difference the baseline's did not or a larger drift; a cell
     that passed and is known now fails it unless `accept` holds its finding (or "*").
-    With `baseline_version`, every current cell is compared with the baseline's cell on that
-    version (gating a candidate release against the pin); with `baseline_vllm`, with the
-    baseline's cell of that vLLM (what moved between releases)."""
-    if baseline_vllm is not None:
-        pinned = [v for v in baseline if v.vllm == baseline_vllm]
-        baseline = [Verdict(**{**v.__dict__, "vllm": vllm})
-                    for vllm in {c.vllm for c in current} for v in pinned]
-    if baseline_version is not None:
-        pinned = [v for v in baseline if v.version == baseline_version]
-        baseline = [Verdict(**{**v.__dict__, "version": version})
-                    for version in {c.version for c in current} for v in pinned]
-    before: dict[CellKey, Verdict] = {v.key: v for v in baseline}
+    Each column of the run is compared with the baseline's column `pair_columns` pairs it
+    with: its own, the nearest, or the one `baseline_version` (gating a candidate release
+    against the pin) / `baseline_vllm` (what moved between releases) names."""
+    pairs = pair_columns(baseline, current, baseline_version, baseline_vllm)
+    before: dict[CellKey, Verdict] = {v.key: v for v in paired_baseline(baseline, pairs)}
     now: dict[CellKey, Verdict] = {v.key: v for v in current}
-    result = GateResult()
+    result = GateResult(pairs=pairs)
     result.in_both = len(before.keys() & now.keys())
     result.only_now = len(now.keys() - before.keys())
     result.only_baseline = len(before.keys() - now.keys())
@@ -191,59 +323,283 @@ def compare(baseline: list[Verdict], current: list[Verdict],
     return result
 
 
+def nothing_compared(baseline: list[Verdict], current: list[Verdict],
+                     pairs: list[Pairing]) -> str:
+    """Why a gate compared no cell, and what to do: one line."""
+    if not current:
+        return "the run holds no cell: run `conformance run` first and gate its folder"
+    if not baseline:
+        return ("the baseline holds no cell: write one from a trusted run with "
+                "`conformance baseline RUN`")
+    columns = sorted({f"{p.baseline_version} (vLLM {p.baseline_vllm})" for p in pairs})
+    fixtures = sorted({v.fixture for v in current})
+    checks = sorted({v.check for v in current})
+    return (f"none of the run's {cells_text(len(current))} (fixtures {', '.join(fixtures)}; "
+            f"checks {', '.join(checks)}) is among the baseline's cells of transformers "
+            f"{', '.join(columns)}: gate a run of fixtures and checks the baseline has, or "
+            "refresh the baseline with `conformance baseline RUN`")
+
+
+def release_changes(baseline: list[Verdict], current: list[Verdict],
+                    pairs: list[Pairing]) -> list[ReleaseDiff]:
+    """For each vLLM of the run compared with another vLLM of the baseline: the findings
+    fixed and new, and the cells that moved, between the two releases."""
+    diffs = []
+    for old, new in sorted({(p.baseline_vllm, p.vllm) for p in pairs if p.vllm != p.baseline_vllm},
+                           key=lambda pair: (sort_key(pair[1]), sort_key(pair[0]))):
+        # the baseline's cells keep their vLLM, take the run's version of their column
+        mine = [p for p in pairs if (p.baseline_vllm, p.vllm) == (old, new)]
+        pinned = [replace(v, vllm=old) for v in paired_baseline(baseline, mine)]
+        diffs.append(compare_releases(pinned + [c for c in current if c.vllm == new], old, new))
+    return diffs
+
+
+SECTIONS = {  # each list of a GateResult and its heading ({n}: how many)
+    "regressions": "REGRESSIONS ({n}): passed in the baseline, bad now",
+    "new_failures": "FAILING, NOT IN THE BASELINE AS PASSING ({n})",
+    "known_now_bad": "KNOWN IN THE BASELINE, BAD NOW ({n}): another difference, or the finding "
+                     "no longer shows (xpass)",
+    "known_changed": "KNOWN IN BOTH, CHANGED ({n}): another finding, a new difference, or a "
+                     "drift over 10% beyond the baseline's",
+    "newly_known": "NEWLY KNOWN ({n}): passed in the baseline, a known failure now, not "
+                   "accepted (--accept FINDING, or '*')",
+    "still_failing": "STILL FAILING, AS IN THE BASELINE ({n})",
+    "fixed": "FIXED ({n}): failed in the baseline, pass now",
+    "accepted": "NEWLY KNOWN, accepted ({n}): passed in the baseline, a known failure now",
+    "narrowed": "NARROWED ({n}): known in both, fewer differences now",
+    "missing": "NOT RUN NOW ({n})",
+}
+EXAMPLES = 3  # cell labels a summary shows per group
+VERDICT_LINE = {"pass": "gate: PASS", "fail": "gate: FAIL",
+                "nothing-compared": "gate: NO VERDICT (compared no cell)"}
+
+
+def _heading(section: str, count: int) -> str:
+    return SECTIONS[section].format(n=count)
+
+
+def _head(result: GateResult) -> list[str]:
+    """How many cells were compared, and with which columns of the baseline."""
+    lines = [f"compared {cells_text(result.in_both)} with the baseline ({result.only_now} only "
+             f"in this run, {result.only_baseline} only in the baseline: not compared); xfail "
+             f"in both: {result.known_compared}, findings and signatures compared"]
+    return lines + list(dict.fromkeys(p.text() for p in result.pairs if p.moved))
+
+
+def _bad_line(v: Verdict) -> str:
+    return f"{v.status}: {v.key.label()}: {one_line(v.detail)}"
+
+
+def _newly_known_line(now: Verdict) -> str:
+    return f"{now.key.label()}: " + (f"{now.finding}: {title_of(now.finding)}"
+                                      if now.finding else one_line(now.detail))
+
+
 def render(result: GateResult) -> str:
-    compared = result.in_both + result.only_now + result.only_baseline
-    lines = [f"compared {cells_text(compared)} ({result.in_both} in both runs; "
-             f"{result.only_now} only now, {result.only_baseline} only in the baseline); "
-             f"xfail in both: {result.known_compared}, findings and signatures compared"]
+    """Every cell the gate has something to say about, one line each (`--details`)."""
+    lines = _head(result)
     if result.regressions:
-        lines.append(f"REGRESSIONS ({len(result.regressions)}): passed in the baseline, bad now")
-        lines += [f"  {now.status}: {now.key.label()}: {one_line(now.detail)}"
-                  for _, now in result.regressions]
+        lines.append(_heading("regressions", len(result.regressions)))
+        lines += [f"  {_bad_line(now)}" for _, now in result.regressions]
     if result.new_failures:
-        lines.append(f"FAILING, NOT IN THE BASELINE AS PASSING ({len(result.new_failures)})")
-        lines += [f"  {v.status}: {v.key.label()}: {one_line(v.detail)}"
-                  for v in result.new_failures]
+        lines.append(_heading("new_failures", len(result.new_failures)))
+        lines += [f"  {_bad_line(v)}" for v in result.new_failures]
     if result.known_now_bad:
-        lines.append(f"KNOWN IN THE BASELINE, BAD NOW ({len(result.known_now_bad)}): another "
-                     "difference, or the finding no longer shows (xpass)")
-        lines += [f"  {now.status}: {now.key.label()}: {one_line(now.detail)}"
-                  for _, now in result.known_now_bad]
+        lines.append(_heading("known_now_bad", len(result.known_now_bad)))
+        lines += [f"  {_bad_line(now)}" for _, now in result.known_now_bad]
     if result.known_changed:
-        lines.append(f"KNOWN IN BOTH, CHANGED ({len(result.known_changed)}): another finding, "
-                     "a new difference, or a drift over 10% beyond the baseline's")
+        lines.append(_heading("known_changed", len(result.known_changed)))
         for change in result.known_changed:
             lines.append(f"  {change.now.key.label()}: {change.now.finding}")
             lines += [f"    {reason}" for reason in change.reasons]
     if result.newly_known:
-        lines += _newly_known_lines(result.newly_known, "NEWLY KNOWN", ", not accepted "
-                                    "(--accept FINDING, or '*')")
+        lines.append(_heading("newly_known", len(result.newly_known)))
+        lines += [f"  {_newly_known_line(now)}" for _, now in result.newly_known]
     if result.still_failing:
-        lines.append(f"STILL FAILING, AS IN THE BASELINE ({len(result.still_failing)})")
+        lines.append(_heading("still_failing", len(result.still_failing)))
         lines += [f"  {v.status}: {v.key.label()}" for v in result.still_failing]
     if result.fixed:
-        lines.append(f"FIXED ({len(result.fixed)}): failed in the baseline, pass now")
+        lines.append(_heading("fixed", len(result.fixed)))
         lines += [f"  was {was.status}: {now.key.label()}" for was, now in result.fixed]
     if result.accepted:
-        lines += _newly_known_lines(result.accepted, "NEWLY KNOWN, accepted", "")
+        lines.append(_heading("accepted", len(result.accepted)))
+        lines += [f"  {_newly_known_line(now)}" for _, now in result.accepted]
     if result.narrowed:
-        lines.append(f"NARROWED ({len(result.narrowed)}): known in both, fewer differences now")
+        lines.append(_heading("narrowed", len(result.narrowed)))
         lines += [f"  {now.key.label()}: {now.finding}" for _, now in result.narrowed]
     if result.known:
         lines += _known_lines(result.known)
     if result.missing:
-        lines.append(f"NOT RUN NOW ({len(result.missing)})")
+        lines.append(_heading("missing", len(result.missing)))
         lines += [f"  {v.key.label()}" for v in result.missing]
-    lines.append("gate: " + ("PASS" if result.ok else "FAIL"))
+    lines.append(VERDICT_LINE[result.status])
     return "\n".join(lines)
 
 
-def _newly_known_lines(pairs: list[tuple[Verdict, Verdict]], title: str,
-                       note: str) -> list[str]:
-    lines = [f"{title} ({len(pairs)}): passed in the baseline, a known failure now{note}"]
-    return lines + [f"  {now.key.label()}: " + (f"{now.finding}: {title_of(now.finding)}"
-                                                  if now.finding else one_line(now.detail))
-                    for _, now in pairs]
+def first_wording(v: Verdict) -> str:
+    """What a cell's first difference says, its values masked: cells failing alike (one
+    cause across fixtures, checks and versions) share it."""
+    return wording(evidences(v)[0]) or "(no detail)"
+
+
+def _bad_group(v: Verdict) -> str:
+    # a cell a finding still names (stale, or bad beside it) by the finding
+    return f"{v.status}: {v.finding}" if v.finding else f"{v.status}: {first_wording(v)}"
+
+
+def _groups(items: list, key: Callable) -> list[tuple[str, list]]:
+    """Items by group, the largest group first (equal ones in the order first seen)."""
+    found: dict[str, list] = {}
+    for item in items:
+        found.setdefault(key(item), []).append(item)
+    return sorted(found.items(), key=lambda group: -len(group[1]))
+
+
+def examples(cells: list[Verdict]) -> str:
+    shown = ", ".join(short_label(v) for v in cells[:EXAMPLES])
+    return shown + (f" (+{len(cells) - EXAMPLES} more)" if len(cells) > EXAMPLES else "")
+
+
+def _now(pair: tuple[Verdict, Verdict]) -> Verdict:
+    return pair[1]
+
+
+def _grouped_lines(items: list, key: Callable, cell: Callable[..., Verdict],
+                   alone: Callable[..., str]) -> list[str]:
+    """A group of one: its cell's own line; a larger one: its name, count and examples."""
+    lines = []
+    for name, members in _groups(items, key):
+        if len(members) == 1:
+            lines.append(f"  {alone(members[0])}")
+        else:
+            lines += [f"  {name} ({cells_text(len(members))})",
+                      f"    e.g. {examples([cell(m) for m in members])}"]
+    return lines
+
+
+def summary(result: GateResult) -> str:
+    """The gate's verdict on a screen: each section's cells grouped by finding, bad cells by
+    what their difference says (`first_wording`), a count and a few labels per group."""
+    lines = _head(result)
+    for section, pairs in (("regressions", result.regressions),
+                           ("known_now_bad", result.known_now_bad)):
+        if pairs:
+            lines.append(_heading(section, len(pairs)))
+            lines += _grouped_lines(pairs, lambda p: _bad_group(p[1]), _now,
+                                    lambda p: _bad_line(p[1]))
+    if result.new_failures:
+        lines.append(_heading("new_failures", len(result.new_failures)))
+        lines += _grouped_lines(result.new_failures, _bad_group, lambda v: v, _bad_line)
+    if result.known_changed:
+        lines.append(_heading("known_changed", len(result.known_changed)))
+        lines += _grouped_lines(
+            result.known_changed, lambda c: f"{c.now.finding}: {wording(c.reasons[0])}",
+            lambda c: c.now, lambda c: f"{c.now.key.label()}: {c.now.finding}: {c.reasons[0]}")
+    for section, pairs in (("newly_known", result.newly_known), ("accepted", result.accepted)):
+        if pairs:
+            lines.append(_heading(section, len(pairs)))
+            lines += _grouped_lines(
+                pairs, lambda p: (f"{p[1].finding}: {title_of(p[1].finding)}" if p[1].finding
+                                  else first_wording(p[1])),
+                _now, lambda p: _newly_known_line(p[1]))
+    if result.still_failing:
+        lines.append(_heading("still_failing", len(result.still_failing)))
+        lines += _grouped_lines(result.still_failing, _bad_group, lambda v: v,
+                                lambda v: f"{v.status}: {v.key.label()}")
+    if result.fixed:
+        lines.append(_heading("fixed", len(result.fixed)))
+        lines += _grouped_lines(
+            result.fixed, lambda p: f"was {_bad_group(p[0])}", _now,
+            lambda p: f"was {p[0].status}: {p[1].key.label()}")
+    if result.narrowed:
+        lines.append(_heading("narrowed", len(result.narrowed)))
+        lines += _grouped_lines(result.narrowed, lambda p: p[1].finding, _now,
+                                lambda p: f"{p[1].key.label()}: {p[1].finding}")
+    if result.known:
+        groups, unnamed = group_known(result.known)
+        lines.append(f"KNOWN FAILURES ({len(result.known)})"
+                     + (f", by the {len(groups)} finding(s) that explain them" if groups else ""))
+        lines += [f"  {g.finding} ({cells_text(len(g.cells))}): {g.title}" for g in groups]
+        lines += _grouped_lines(unnamed, lambda v: f"without a finding id: {first_wording(v)}",
+                                lambda v: v, lambda v: f"{v.key.label()}: {one_line(v.detail)}")
+    if result.missing:
+        lines.append(_heading("missing", len(result.missing)))
+    if lines != render(result).splitlines()[:-1]:  # something was grouped or left out
+        lines.append("(every cell: --details)")
+    lines.append(VERDICT_LINE[result.status])
+    return "\n".join(lines)
+
+
+def release_lines(diffs: list[ReleaseDiff], details: bool) -> list[str]:
+    """What moved between each pair of vLLM releases compared; the moved cells themselves
+    (each also in the gate's own sections) only with `details`."""
+    lines = []
+    for diff in diffs:
+        section = render_lines(diff)
+        moved = next((i for i, line in enumerate(section) if line.startswith("Cells moved")),
+                     None)
+        if moved is not None and not details:
+            section = section[:moved + 1]
+            section[-1] = section[-1].rstrip(":") + " (--details lists them)"
+        lines += section
+    return lines
+
+
+def _key(v: Verdict) -> dict:
+    return {"fixture": v.fixture, "subject": v.subject, "check": v.check,
+            "version": v.version, "vllm": v.vllm}
+
+
+def _outcome(v: Verdict) -> dict:
+    return {"status": v.status, "finding": v.finding, "detail": v.detail}
+
+
+def as_json(result: GateResult, diffs: list[ReleaseDiff] | None = None) -> dict:
+    """The verdict for machines: status (pass, fail, nothing-compared), counts, the baseline
+    column each run column was compared with, and every cell of each section with its key,
+    statuses and details (`was`: the baseline's cell, in the paired column)."""
+    paired = {(p.vllm, p.version): p for p in result.pairs}
+
+    def was(v: Verdict) -> dict:
+        pair = paired.get((v.vllm, v.version))
+        column = ({"version": pair.baseline_version, "vllm": pair.baseline_vllm} if pair
+                  else {"version": v.version, "vllm": v.vllm})
+        return {**column, **_outcome(v)}
+
+    def pairs(items: list[tuple[Verdict, Verdict]]) -> list[dict]:
+        return [{"cell": _key(now), "was": was(before), "now": _outcome(now)}
+                for before, now in items]
+
+    def cells(items: list[Verdict]) -> list[dict]:
+        return [{"cell": _key(v), "now": _outcome(v)} for v in items]
+
+    groups, unnamed = group_known(result.known)
+    return {
+        "status": result.status, "exit_code": result.exit_code,
+        "compared": result.in_both, "only_in_run": result.only_now,
+        "only_in_baseline": result.only_baseline, "known_compared": result.known_compared,
+        "baseline_columns": [{"vllm": p.vllm, "version": p.version,
+                              "baseline_vllm": p.baseline_vllm,
+                              "baseline_version": p.baseline_version,
+                              "vllm_rule": p.how_vllm, "version_rule": p.how_version}
+                             for p in result.pairs],
+        "regressions": pairs(result.regressions), "improvements": pairs(result.fixed),
+        "new_failures": cells(result.new_failures),
+        "known_now_bad": pairs(result.known_now_bad),
+        "known_changed": [{"cell": _key(c.now), "was": was(c.was), "now": _outcome(c.now),
+                           "reasons": c.reasons} for c in result.known_changed],
+        "newly_known": pairs(result.newly_known), "accepted": pairs(result.accepted),
+        "narrowed": pairs(result.narrowed), "still_failing": cells(result.still_failing),
+        "known": [{"finding": g.finding, "title": g.title, "cells": [_key(v) for v in g.cells]}
+                  for g in groups] + ([{"finding": "", "title": "without a finding id",
+                                        "cells": [_key(v) for v in unnamed]}] if unnamed else []),
+        "missing": [_key(v) for v in result.missing],
+        "releases": [{"old": d.old, "new": d.new, "compared": d.compared,
+                      "fixed": sorted(d.fixed), "new_findings": sorted(d.new_findings),
+                      "moved": [{"cell": _key(now), "was": _outcome(before),
+                                 "now": _outcome(now)} for before, now in d.moved]}
+                     for d in diffs or ()],
+    }
 
 
 def _known_lines(known: list[Verdict]) -> list[str]:
