@@ -5,6 +5,11 @@ packages that differ for it (transformers, tokenizers, huggingface-hub) installe
 `uv pip install --target DIR --no-deps`, put first on `PYTHONPATH` of the process that runs the
 cell. The packages each version needs are resolved against the environment's lock, pinned in
 `env/transformers-overlays.lock` for the default versions, and resolved on the fly for others.
+
+A run resolves every version it names before any cell (`resolve_up_front`): a version the
+package index cannot give the environment is one line with the resolver's cause, not a column
+of `error` cells. A requirement the user allows to stay unmet (`--allow-unmet DEP`) is removed
+from the resolution, and the run says so in its results.
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.core.vllms import DEFAULT_VLLM, RELEASES
 from conformance.paths import ENV_DIR, cache_dir
 from fixtures.cache import building
-from impl.version import in_range
+from impl.version import in_range, parse_version
 
 ENV_VERSION = "5.17.0"
 """The transformers version installed in the environment itself (vLLM 0.31.0's pin top)."""
@@ -34,6 +40,31 @@ VLLM_WINDOW = RELEASES[DEFAULT_VLLM].window
 OVERLAY_PACKAGES = ("transformers", "tokenizers", "huggingface-hub")
 OVERLAY_LOCK = ENV_DIR / "transformers-overlays.lock"
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)")
+
+
+def requested_version(text: str) -> str:
+    """A transformers release as a user writes it, checked by the project's version parser:
+    MAJOR.MINOR.PATCH in its normal form (a pre-release such as 5.15.0rc1 too). `5.23` would
+    install 5.23.0 and then not match the version its workers report; refused here, before
+    anything is installed."""
+    try:
+        parsed = parse_version(text.strip())
+    except ValueError:
+        parsed = None
+    if parsed is None or len(parsed.release) != 3 or parsed.epoch or parsed.local:
+        raise ValueError(f"not a transformers release: {text.strip()!r} (a release is "
+                         "MAJOR.MINOR.PATCH, e.g. 5.24.0)")
+    if str(parsed) != text.strip():
+        raise ValueError(f"not a transformers release as written: {text.strip()!r} (write "
+                         f"{parsed})")
+    return str(parsed)
+
+
+def requested_versions(text: str | None, default: tuple[str, ...] = DEFAULT_VERSIONS
+                       ) -> tuple[str, ...]:
+    """A comma-separated `--versions` (empty: `default`), each checked by `requested_version`."""
+    given = tuple(part for part in (text or "").split(",") if part.strip())
+    return tuple(requested_version(part) for part in given) or default
 
 
 def in_vllm_window(version: str, vllm: str = DEFAULT_VLLM) -> bool:
@@ -88,27 +119,76 @@ def _uv() -> str:
     return str(candidate) if candidate.exists() else "uv"
 
 
-def resolve_pins(version: str, use_lock: bool = True, vllm: str = DEFAULT_VLLM
-                 ) -> tuple[str, ...]:
+class NotInstallable(RuntimeError):
+    """A transformers version the package index cannot give a release's environment, with the
+    resolver's cause in one line; `requirement` is the requirement that cannot be met, where
+    the resolver names one (`kernels>=0.19.1,<0.20`), and `package` its name."""
+
+    def __init__(self, version: str, vllm: str, cause: str, requirement: str = "") -> None:
+        self.version, self.vllm, self.cause, self.requirement = version, vllm, cause, requirement
+        self.package = _requirement_name(requirement) if requirement else ""
+        where = "" if vllm == DEFAULT_VLLM else f" over vLLM {vllm}'s environment"
+        super().__init__(f"transformers {version} cannot be installed{where}: {cause}")
+
+
+def _requirement_name(requirement: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return Requirement(requirement).name.lower().replace("_", "-")
+    except InvalidRequirement:
+        return ""
+
+
+_NO_VERSION = re.compile(r"there is no version of (\S+?)[,.]? and")
+# "only kernels<=0.17.2 is available and transformers>=5.25.0 depends on kernels>=0.19.1,<0.20,"
+_LAGS = re.compile(r"only (\S+) (?:is|are) available and \S+ depends on (\S+?),? we can")
+# "transformers==X depends on torch>=2.14 and you require torch==2.13.0,"
+_PINNED = re.compile(r"\S+ depends on (\S+) and you require (\S+?),? we can")
+
+
+def resolver_cause(stderr: str) -> tuple[str, str]:
+    """uv's explanation of a failed resolution as (one line, the unmet requirement or "").
+    uv words a proof over several lines; its first step names the requirement at fault."""
+    text = " ".join(line.strip(" │╰─▶×") for line in stderr.splitlines())
+    text = " ".join(text.replace("cause:", " ").split())
+    if match := _NO_VERSION.search(text):
+        return f"{match.group(1)} is not on the package index", ""
+    if match := _LAGS.search(text):
+        have, needs = match.groups()
+        return f"it requires {needs} and the package index has only {have}", needs
+    if match := _PINNED.search(text):
+        needs, pinned = match.groups()
+        return f"it requires {needs} and the environment pins {pinned}", needs
+    because = re.search(r"Because (.+?\.)(?: And because|$)", text)
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    return (because.group(1) if because else (lines or ["the resolver gave no reason"])[-1]), ""
+
+
+def resolve_pins(version: str, use_lock: bool = True, vllm: str = DEFAULT_VLLM,
+                 without: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Packages (name==version) that transformers `version` needs beyond the environment of
-    vLLM release `vllm` (resolved against its lock: its other pins may differ)."""
-    locked = _read_locked_overlays(vllm) if use_lock else {}
+    vLLM release `vllm` (resolved against its lock: its other pins may differ). `without`:
+    packages whose requirements the resolution ignores (none of them is installed). Raises
+    NotInstallable with the resolver's cause."""
+    locked = _read_locked_overlays(vllm) if use_lock and not without else {}
     if version in locked:
         return locked[version]
     base = _read_pins(_env_lock(vllm).read_text())
     constraints = [f"{n}=={v}" for n, v in base.items() if n not in OVERLAY_PACKAGES]
     with tempfile.TemporaryDirectory() as tmp:
-        req, con = Path(tmp, "req.txt"), Path(tmp, "con.txt")
+        req, con, over = Path(tmp, "req.txt"), Path(tmp, "con.txt"), Path(tmp, "over.txt")
         req.write_text(f"transformers=={version}\n")
         con.write_text("\n".join(constraints) + "\n")
+        # an override whose marker never holds removes the requirement from the resolution
+        over.write_text("".join(f"{name} ; sys_platform == 'never'\n" for name in without))
         result = subprocess.run(
-            [_uv(), "pip", "compile", str(req), "-c", str(con), "--python-version", "3.11",
-             "--no-header", "--no-annotate", "--quiet"],
+            [_uv(), "pip", "compile", str(req), "-c", str(con), "--override", str(over),
+             "--python-version", "3.11", "--no-header", "--no-annotate", "--quiet"],
             capture_output=True, text=True, env={**os.environ, "UV_NATIVE_TLS": "1"},
         )
     if result.returncode != 0:
-        tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"cannot resolve transformers=={version}: {tail[0]}")
+        raise NotInstallable(version, vllm, *resolver_cause(result.stderr))
     resolved = _read_pins(result.stdout)
     return tuple(
         sorted(f"{n}=={v}" for n, v in resolved.items() if base.get(n) != v or n == "transformers")
@@ -147,23 +227,139 @@ def write_overlay_lock(versions: tuple[str, ...] = DEFAULT_VERSIONS,
     return path
 
 
-def overlay_dir(version: str, vllm: str = DEFAULT_VLLM) -> Path:
+def overlay_dir(version: str, vllm: str = DEFAULT_VLLM, without: tuple[str, ...] = ()) -> Path:
     # another release's overlays apart: resolved against its lock, their pins may differ
     folder = cache_dir() / "overlays"
     if vllm != DEFAULT_VLLM:
         folder = folder / f"vllm-{vllm}"
-    return folder / f"transformers-{version}"
+    return folder / (f"transformers-{version}" + "".join(f"-without-{n}" for n in without))
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How a run installs one transformers version over one release's environment."""
+
+    version: str
+    vllm: str
+    pins: tuple[str, ...]
+    without: tuple[str, ...] = ()  # packages left out (`--allow-unmet`)
+    unmet: tuple[str, ...] = ()  # the requirements thereby not met, as transformers states them
+
+
+# The resolutions this process decided up front: the overlays it installs later follow them
+# (a version allowed to run without a requirement is installed without it, and only then).
+_DECIDED: dict[tuple[str, str], Resolution] = {}
+
+Resolver = Callable[..., tuple[str, ...]]  # resolve_pins(version, vllm=, without=)
+
+
+@dataclass
+class UpFront:
+    """The outcome of resolving a run's versions before any cell: one line per version that
+    cannot be installed, and the requirements each version allowed to run without lacks."""
+
+    problems: list[str] = field(default_factory=list)
+    resolutions: list[Resolution] = field(default_factory=list)
+
+    def unmet(self) -> dict[str, list[str]]:
+        """"5.25.0" (with its vLLM where not the default) -> the requirements it runs without:
+        what results.json's meta and the reports say."""
+        return {r.version + ("" if r.vllm == DEFAULT_VLLM else f" (vLLM {r.vllm})"):
+                list(r.unmet) for r in self.resolutions if r.unmet}
+
+    def meta(self) -> dict[str, dict[str, list[str]]]:
+        return {"unmet_requirements": unmet} if (unmet := self.unmet()) else {}
+
+
+def resolve_up_front(versions: Iterable[str], releases: Iterable[str],
+                     allow_unmet: Collection[str] = (), resolver: Resolver | None = None,
+                     log: Callable[[str], None] = print) -> UpFront:
+    """Resolve every transformers version a run will install over every vLLM release it
+    tests (below a release's window a version is n/a there: nothing to install), before any
+    cell. A version whose only obstacles are requirements on packages in `allow_unmet` is
+    resolved without them, said in one line, and recorded (`UpFront.unmet`)."""
+    from conformance.core.vllms import unsupported
+
+    resolver = resolver or resolve_pins
+    allowed = {_requirement_name(name) or name for name in allow_unmet}
+    outcome, used = UpFront(), set()
+    for vllm in dict.fromkeys(releases):
+        for version in dict.fromkeys(versions):
+            if version == env_transformers(vllm) or unsupported(vllm, version):
+                continue
+            without: tuple[str, ...] = ()
+            unmet: tuple[str, ...] = ()
+            while True:
+                try:
+                    pins = resolver(version, vllm=vllm, without=without)
+                except NotInstallable as error:
+                    if error.package in allowed and error.package not in without:
+                        without, unmet = without + (error.package,), unmet + (error.requirement,)
+                        continue
+                    hint = (f" (to run it without that requirement: --allow-unmet "
+                            f"{error.package}, docs/versions.md)" if error.package else "")
+                    outcome.problems.append(f"{error}{hint}")
+                    break
+                resolution = Resolution(version, vllm, pins, without, unmet)
+                outcome.resolutions.append(resolution)
+                _DECIDED[(version, vllm)] = resolution
+                used.update(without)
+                if unmet:
+                    log(f"transformers {version}: runs without {', '.join(unmet)} "
+                        f"(--allow-unmet {','.join(without)}); its results say so")
+                break
+    if not outcome.problems and (idle := sorted(allowed - used)):
+        log(f"--allow-unmet {','.join(idle)}: no requested version lacks it; nothing left out")
+    return outcome
 
 
 def ensure_overlay(version: str, log=print, vllm: str = DEFAULT_VLLM) -> Overlay:
-    """Install (once) and return the overlay for `version` over vLLM release `vllm`'s env."""
+    """Install (once) and return the overlay for `version` over vLLM release `vllm`'s env, as
+    this process resolved it up front (`resolve_up_front`), else resolved now."""
     if version == env_transformers(vllm):
         return Overlay(version, (), None)
-    pins = resolve_pins(version, vllm=vllm)
-    target = overlay_dir(version, vllm)
+    decided = _DECIDED.get((version, vllm)) or Resolution(
+        version, vllm, resolve_pins(version, vllm=vllm))
+    target = overlay_dir(version, vllm, decided.without)
     with building(target):
-        _install_overlay(version, pins, target, log)
-    return Overlay(version, pins, target)
+        _install_overlay(version, decided.pins, target, log)
+    return Overlay(version, decided.pins, target)
+
+
+def index_releases(package: str = "transformers") -> list[str]:
+    """Every stable release (MAJOR.MINOR.PATCH) of `package` on the package index, oldest
+    first."""
+    out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package],
+                         capture_output=True, text=True)
+    match = re.search(r"Available versions: (.*)", out.stdout)
+    if out.returncode != 0 or match is None:
+        raise RuntimeError(f"cannot list {package} releases from the package index: "
+                           + (out.stderr.strip().splitlines() or ["no output"])[-1])
+    found = (v.strip() for v in match.group(1).split(","))
+    return sorted((v for v in found if _STABLE.match(v)), key=parse_version)
+
+
+_STABLE = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def newest_installable(releases: Iterable[str], vllm: str = DEFAULT_VLLM,
+                       resolver: Resolver | None = None, tries: int = 8
+                       ) -> tuple[str | None, list[tuple[str, str]]]:
+    """The newest of `releases` that installs over vLLM release `vllm`'s environment, and
+    each newer one skipped with its cause (at most `tries` tried: a gate of a release much
+    older than the newest is no longer the weekly question)."""
+    resolver = resolver or resolve_pins
+    skipped: list[tuple[str, str]] = []
+    for version in sorted(set(releases), key=parse_version, reverse=True)[:tries]:
+        if version == env_transformers(vllm):
+            return version, skipped
+        try:
+            resolver(version, vllm=vllm, without=())
+        except NotInstallable as error:
+            skipped.append((version, error.cause))
+            continue
+        return version, skipped
+    return None, skipped
 
 
 # An overlay is installed without bytecode, where the environment has its own (bootstrap's
