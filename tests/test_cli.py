@@ -94,7 +94,7 @@ def test_gate_lets_a_newly_known_cell_through_only_when_accepted(tmp_path, capsy
     base = ["--baseline", str(write(tmp_path / "base", [was]))]
     run = str(write(tmp_path / "now", [now]))
     assert main(["gate", run, *base]) == 1
-    assert "compared 1 cell (1 in both runs" in capsys.readouterr().out
+    assert "compared 1 cell with the baseline (0 only in this run" in capsys.readouterr().out
     assert main(["gate", run, *base, "--accept", "another", "--accept",
                  "gemma3-offsets-newlines"]) == 0
     assert main(["gate", run, *base, "--accept", "*"]) == 0
@@ -105,7 +105,7 @@ def test_baseline_is_refreshed_by_an_explicit_command(tmp_path):
     repro = ROOT / "reports" / "repro" / "llava-impl-errors-0.py"
     cells = [Verdict("llava", "5.17.0", "cache", "pass", subject="impl"),
              Verdict("llava", "5.17.0", "errors", "fail", "bare assert", subject="impl",
-                     data={"reproducer": str(repro)})]
+                     data={"reproducer": str(repro)}, log="logs/llava-errors.log")]
     out = run_cli("baseline", str(write(tmp_path / "run", cells)), "--output",
                   str(tmp_path / "baseline.json"))
     assert out.returncode == 0
@@ -114,16 +114,23 @@ def test_baseline_is_refreshed_by_an_explicit_command(tmp_path):
     # committed: no folder of this machine in it
     assert written["meta"]["baseline_of"] == "run"
     assert written["cells"][1]["data"]["reproducer"] == "reports/repro/llava-impl-errors-0.py"
+    assert "log" not in written["cells"][1]  # one run's file, never committed
 
 
 def test_merge_combines_shards(tmp_path):
     one = write(tmp_path / "1", [Verdict("llava", "5.17.0", "cache", "pass", subject="impl")])
-    two = write(tmp_path / "2", [Verdict("gemma3", "5.17.0", "cache", "pass", subject="impl")])
+    two = write(tmp_path / "2", [Verdict("gemma3", "5.17.0", "cache", "fail", subject="impl",
+                                         data={"reproducer": "repro/gemma3.py"},
+                                         log="logs/gemma3.log")])
     out = run_cli("merge", str(one), str(two), "--output", str(tmp_path / "merged"))
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 1, out.stderr  # the failing cell
     merged, _ = report.read_results(tmp_path / "merged")
     assert {v.fixture for v in merged} == {"llava", "gemma3"}
     assert (tmp_path / "merged" / "report.md").exists()
+    # a shard's paths, relative to its folder, now point there from the merged folder
+    failing = next(v for v in merged if v.fixture == "gemma3")
+    assert (failing.data["reproducer"], failing.log) == ("../2/repro/gemma3.py",
+                                                         "../2/logs/gemma3.log")
 
 
 @pytest.mark.vllm

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from pathlib import Path
 
 from conformance.core.settings import Settings
 from conformance.results.verdict import CellKey, Verdict
@@ -210,3 +211,180 @@ def test_a_worker_warm_up_that_cannot_import_or_compile_goes_on(monkeypatch, cap
     out = capsys.readouterr().out
     assert "cannot import no_such_module_anywhere" in out
     assert "sampler not compiled: no vllm.v1.sample" in out
+
+
+# --- each bad cell's log, its one-line detail, and the run folder the workers are told ----------
+
+
+NOISY_WORKER = (
+    "import json, sys\n"
+    "first = json.loads(sys.stdin.readline())\n"
+    "print('folder', first['folder'], flush=True)\n"
+    "cells = [tuple(c) for c in json.load(sys.stdin)]\n"
+    "for cell in cells:\n"
+    f"    print({start_line(A)[:-1]}'.replace('llava', cell[0]), flush=True)\n"
+    "    print('FutureWarning: noise of', cell[0], flush=True)\n"
+    "    print('Loading weights: 50%\\rLoading weights: 100%', flush=True)\n"
+    "    if cell[0] == 'gemma3':\n"
+    "        print('Traceback (most recent call last):', flush=True)\n"
+    "        print('ValueError: the whole story of', cell[0], flush=True)\n"
+    f"        print({verdict_line(A, 'error')}.replace('llava', cell[0]), flush=True)\n"
+    "    elif cell[0] == 'idefics3':\n"
+    "        print('boom: segfault-ish', flush=True); raise SystemExit(-11)\n"
+    "    else:\n"
+    f"        print({verdict_line(A)}.replace('llava', cell[0]), flush=True)\n"
+)
+
+
+def test_a_bad_cells_output_goes_to_its_log_which_its_verdict_names(tmp_path, monkeypatch):
+    """What a worker prints for a cell (warnings, loading bars, the error's whole text) is
+    kept in that cell's log when it is bad, named relative to the run folder; a good cell
+    keeps none. The worker is told the run folder (its reproducers go under it)."""
+    from conformance.run.logs import exit_text
+
+    fake_worker(monkeypatch, NOISY_WORKER)
+    got: list[Verdict] = []
+    run_version(Launch("5.17.0", tmp_path, log_name="w.log"), [A, B, C], got.append)
+    by_fixture = {v.fixture: v for v in got}
+    assert by_fixture["llava"].status == "pass" and by_fixture["llava"].log is None
+    error, crash = by_fixture["gemma3"], by_fixture["idefics3"]
+    assert error.log == "logs/gemma3-impl-cache-transformers-5.17.0.log"
+    text = (tmp_path / error.log).read_text()
+    assert text.startswith("cell: gemma3 / impl / cache / transformers 5.17.0\nverdict: error")
+    assert "FutureWarning: noise of gemma3" in text and "the whole story of gemma3" in text
+    assert "noise of llava" not in text  # the cell before it: not this cell's
+    # a crash: one line with the worker's last words; everything it printed in the log
+    assert crash.status == "crash" and "\n" not in crash.detail
+    assert crash.detail == ("worker exited 245 during this cell; last output: "
+                            "boom: segfault-ish")
+    assert "Loading weights: 100%" in (tmp_path / crash.log).read_text()
+    assert exit_text(-11) == "-11 (SIGSEGV)"  # a worker killed by a signal
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
+        "gemma3-impl-cache-transformers-5.17.0.log", "idefics3-impl-cache-transformers-5.17.0.log"]
+    assert f"folder {tmp_path}" in (tmp_path / "w.log").read_text()
+
+
+def raising_check(error: Exception):
+    class Raising:
+        id, level, exhaustive = "model", "checkpoint", True
+
+        def run(self, *args, **kwargs):
+            raise error
+
+    return Raising()
+
+
+def glm4v_like_error() -> Exception:
+    """As vLLM raises it: the HF processor's error, wrapped in a message that holds the whole
+    prompt (`Failed to apply <Processor> on data=...`)."""
+    try:
+        try:
+            raise ValueError("Found 300 <|video|> tokens in the text but no videos were passed")
+        except ValueError as cause:
+            raise ValueError("Failed to apply Glm4vProcessor on data={'text': '"
+                             + "<|video|>" * 1500 + "'} with kwargs={}") from cause
+    except ValueError as error:
+        return error
+
+
+def test_an_error_detail_starts_with_its_innermost_cause_and_its_log_has_the_rest(tmp_path):
+    """The cause first, about 300 characters; the whole text (the dumped prompt, both
+    tracebacks) in the cell's log, and nothing of it on the terminal."""
+    import transformers
+
+    from conformance.run.cell import run_checkpoint
+    from conformance.run.logs import CAUSE_CHARS, in_process
+
+    key = CellKey("llava", transformers.__version__, "vllm-backend", "model")
+    error = glm4v_like_error()
+    verdict = in_process(tmp_path, lambda: run_checkpoint(key, None, raising_check(error),
+                                                          lambda: "/nowhere"))
+    assert verdict.status == "error"
+    assert verdict.detail.startswith("ValueError: Found 300 <|video|> tokens in the text but "
+                                     "no videos were passed (raised as ValueError: Failed to "
+                                     "apply Glm4vProcessor on data=")
+    assert len(verdict.detail) <= CAUSE_CHARS and verdict.data["differences"] == [verdict.detail]
+    log = (tmp_path / verdict.log).read_text()
+    assert "<|video|>" * 1500 in log and log.count("Traceback (most recent call last)") == 2
+    # a cell that is not bad keeps no log
+    passing = in_process(tmp_path, lambda: Verdict.of(key, "pass"))
+    assert passing.log is None and [p.name for p in (tmp_path / "logs").iterdir()] == [
+        f"llava-vllm-backend-model-transformers-{transformers.__version__}.log"]
+
+
+def test_an_error_a_finding_explains_keeps_its_judged_evidence():
+    """Only `error` verdicts are reworded: a known failure's evidence is what the findings
+    and the gate's signatures match (reports/baseline.json's known cells)."""
+    from conformance.run.logs import as_error
+
+    error = glm4v_like_error()
+    known = Verdict.of(A, "xfail", "reason [observed: ValueError: Failed to apply ...]")
+    assert as_error(known, error) is known
+
+
+def test_the_worker_puts_a_runs_reproducers_in_its_folder(tmp_path, monkeypatch, capsys):
+    """A worker's suites write their reproducers under the folder its runner names (the
+    run's), never under the repository's reports/."""
+    import io
+
+    from conformance.run import cell, worker
+
+    given = []
+    monkeypatch.setattr(cell, "run_cell", lambda key, **kw: given.append(kw) or
+                        Verdict.of(key, "pass"))
+    monkeypatch.setattr(worker, "build_all", lambda fixtures: None)
+    monkeypatch.setattr(worker, "warm_up", lambda: None)
+    messages = [{"settings": Settings().to_json(), "folder": str(tmp_path)}, [list(A)]]
+    monkeypatch.setattr(worker.sys, "stdin", io.StringIO("\n".join(map(json.dumps, messages))))
+    assert worker.main([]) == 0
+    assert given == [{"repro_dir": tmp_path / "repro"}]
+    assert MARK in capsys.readouterr().out
+
+
+def test_without_a_tty_each_cell_is_one_unwrapped_line_with_its_number_and_time_left(capsys):
+    """A CI log: one line per cell, whatever its length (rich wraps at 80 columns without a
+    terminal), with N/total and the time left at the pace so far."""
+    from conformance.cli.run import Progress, duration
+
+    long = CellKey("qwen2_5_omni_thinker", "5.17.0", "vllm-backend", "dummy-data")
+    with Progress(3, 0, terminal=False) as progress:
+        progress.started(long)
+        progress.finished(Verdict.of(long, "pass", seconds=12.5))
+        progress.finished(Verdict.of(A, "n/a"))
+        progress.finished(Verdict.of(B, "fail", "ids differ", seconds=1.0))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("[1/3]    pass  qwen2_5_omni_thinker / vllm-backend / dummy-data "
+                               "/ transformers 5.17.0 (12.5 s); about ")
+    assert lines[0].endswith(" left") and len(lines[0]) > 80
+    assert lines[1].startswith("[2/3]     n/a  llava / impl / cache")
+    assert lines[2] == "[3/3]    fail  gemma3 / impl / cache / transformers 5.17.0 (1.0 s)"
+    assert [duration(s) for s in (42, 125, 3700)] == ["42 s", "2 min", "1 h 02 min"]
+
+
+def test_on_a_tty_only_the_bad_cells_are_printed_above_the_bar(capsys):
+    from conformance.cli.run import Progress
+
+    with Progress(2, 0, terminal=True) as progress:
+        progress.bar.stop()  # rich's live bar is no part of what is checked
+        progress.finished(Verdict.of(A, "pass", seconds=1.0))
+        progress.finished(Verdict.of(B, "crash", "worker exited -11", seconds=2.0))
+    out = capsys.readouterr().out
+    assert "crash  gemma3 / impl / cache / transformers 5.17.0 (2.0 s)" in out
+    assert "llava / impl / cache" not in out and "[1/2]" not in out
+
+
+def test_a_cells_reproducer_is_written_where_its_run_says(tmp_path):
+    """A failing suite cell of a run writes its reproducer under the run folder's repro/
+    (the worker passes it: `test_the_worker_puts_a_runs_reproducers_in_its_folder`)."""
+    import transformers
+
+    from conformance.core.settings import use
+    from conformance.run.cell import run_cell
+
+    use(Settings(fault="offset-shift"))  # impl's placeholders shifted: the cell fails
+    key = CellKey("llava", transformers.__version__, "impl", "placeholders")
+    verdict = run_cell(key, repro_dir=tmp_path / "repro")
+    assert verdict.status == "fail", verdict
+    assert Path(verdict.data["reproducer"]).parent == tmp_path / "repro"
+    assert Path(verdict.data["reproducer"]).exists()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import time
 from pathlib import Path
 
 from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
@@ -12,7 +14,7 @@ from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
 from conformance.results.verdict import BAD, CellKey, Verdict
 from conformance.run.session import Session
-from conformance.run.versions import DEFAULT_VERSIONS, ENV_VERSION
+from conformance.run.versions import ENV_VERSION, requested_versions, resolve_up_front
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -25,7 +27,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     all_checks = check_ids()
     checks = csv(args.checks) or all_checks
     subjects = csv(args.subjects) or DEFAULT_SUBJECTS
-    versions = csv(args.versions) or DEFAULT_VERSIONS
+    versions = requested_versions(args.versions)  # a malformed one: a one-line error
     from conformance.core import vllms as vllm_axis
 
     under_test = vllm_axis.parse_many(csv(args.vllm))  # a one-line error names a bad one
@@ -46,15 +48,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         expectations.load()
     except (ValueError, KeyError, OSError) as error:
         return fail(f"conformance/expectations/findings.toml: {error}")
+    # every version installable, or one line each with the resolver's cause: before any folder
+    upfront = resolve_up_front(versions, [v.release.version for v in under_test.values()],
+                               csv(args.allow_unmet), log=lambda m: print(m, flush=True))
+    if upfront.problems:
+        for line in upfront.problems:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+    run_dir = Path(args.output) if args.output else DEFAULT_OUTPUT
+    session = Session(Settings(device=args.device, dtype=args.dtype, profile=args.profile,
+                               fault=args.fault), run_dir)
+    # another run's folder, or results a new run would delete: refused before anything slow
+    session.claim(resume=args.resume, refuse_earlier=refuses_earlier(args.output, args.fresh))
     if args.jobs is None:
         args.jobs = default_jobs(args.device)
     cells = expand_cells(fixtures, versions, subjects, checks, vllms=under_test)
     if args.shard:
         index, _, count = args.shard.partition("/")
         cells = shard(cells, int(index), int(count))
-    run_dir = Path(args.output) if args.output else REPORTS_DIR / "runs" / "latest"
-    session = Session(Settings(device=args.device, dtype=args.dtype, profile=args.profile,
-                               fault=args.fault), run_dir)
     done = session.open(resume=args.resume)
     seed = run_seed(args.seed, args.profile, done)
     session.settings = session.settings.but(seed=seed)  # every worker's suites draw from it
@@ -82,10 +93,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         # a folder is named by its label; where it was is no part of the results (portable)
         "vllm_sources": {k: v.source.name for k, v in under_test.items() if v.source},
         "impl_reference": f"vLLM {vllm_axis.IMPL_REFERENCE}",
+        **upfront.meta(),  # the requirements a version ran without (--allow-unmet)
     }, cells)
+    session.close()
     report.print_table(verdicts)
     print(f"reports: {run_dir}/ (results.json, report.md, report.html, junit.xml)")
     return 1 if any(v.status in BAD for v in verdicts) else 0
+
+
+DEFAULT_OUTPUT = REPORTS_DIR / "runs" / "latest"
+
+
+def refuses_earlier(output: str | None, fresh: bool) -> bool:
+    """Whether a new run refuses a folder that holds an earlier run's results: one given with
+    --output, unless --fresh. The default folder holds the latest run, which the next one
+    replaces: the main job's command is rerun as it is."""
+    return (not fresh and output is not None
+            and Path(output).resolve() != DEFAULT_OUTPUT.resolve())
 
 
 def run_seed(requested: int | None, profile: str, done: list[Verdict]) -> int:
@@ -115,22 +139,28 @@ def default_jobs(device: str) -> int:
 
 
 class Progress:
-    """Cells done, running and failed, with an estimate of the time left (rich, on a TTY)."""
+    """Cells done, running and failed, with an estimate of the time left: a rich progress bar
+    on a TTY, which prints the bad cells' lines above it; else (a CI log) one plain line per
+    cell, never wrapped, with its number of the total and the time left."""
 
-    def __init__(self, total: int, done: int):
+    def __init__(self, total: int, done: int, terminal: bool | None = None):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
         from rich.progress import Progress as RichProgress
 
         self.console = Console(stderr=False)
+        self.terminal = self.console.is_terminal if terminal is None else terminal
         self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
                                 MofNCompleteColumn(), TimeRemainingColumn(), console=self.console,
-                                transient=False, disable=not self.console.is_terminal)
+                                transient=False, disable=not self.terminal)
         self.task = self.bar.add_task("", total=total, completed=done)
+        self.total, self.done, self.ran = total, done, 0
         self.running: set[CellKey] = set()
         self.failed = 0
+        self.started_at = time.monotonic()
 
     def __enter__(self) -> Progress:
+        self.started_at = time.monotonic()
         self.bar.__enter__()
         self._describe()
         return self
@@ -151,8 +181,26 @@ class Progress:
     def finished(self, verdict: Verdict) -> None:
         self.running.discard(verdict.key)
         self.failed += verdict.status in BAD
+        self.done += 1
+        self.ran += verdict.status != "n/a"  # an n/a cell starts no worker: no measure of pace
         self.bar.advance(self.task)
         self._describe()
-        if not self.console.is_terminal or verdict.status in BAD:
-            self.bar.console.print(f"  {verdict.status:>7}  {verdict.key.label()} "
-                                   f"({verdict.seconds:.1f} s)", highlight=False, markup=False)
+        line = f"{verdict.status:>7}  {verdict.key.label()} ({verdict.seconds:.1f} s)"
+        if not self.terminal:
+            print(f"[{self.done}/{self.total}] {line}{self.left()}", flush=True)
+        elif verdict.status in BAD:
+            self.bar.console.print(f"  {line}", highlight=False, markup=False)
+
+    def left(self) -> str:
+        """The time left at this run's pace so far: its seconds per cell that ran."""
+        if not self.ran or self.done >= self.total:
+            return ""
+        per_cell = (time.monotonic() - self.started_at) / self.ran
+        return f"; about {duration(per_cell * (self.total - self.done))} left"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"

@@ -1,5 +1,6 @@
 """The result of one cell: a fixture x vLLM x transformers version x subject x check, with its
-evidence. Results recorded before vLLM was an axis have no `vllm`: they were vLLM 0.31.0's."""
+evidence. Results recorded before vLLM was an axis have no `vllm`: they were vLLM 0.31.0's;
+results recorded before cells kept logs have no `log`."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ class Verdict:
     subject: str = VLLM_BACKEND  # what was checked (against native vLLM / HF)
     finding: str = ""  # the known finding's id, for xfail and xpass
     vllm: str = DEFAULT_VLLM  # the vLLM under test: a release, or "version@folder"
+    # the cell's log (its whole output and error text), relative to the run folder; None: a
+    # cell that was not bad keeps none (`run/logs.py`)
+    log: str | None = None
 
     @classmethod
     def of(cls, key: CellKey, status: str, detail: str = "", seconds: float = 0.0,
@@ -36,7 +40,10 @@ class Verdict:
                    key.subject, finding, key.vllm)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, default=str)
+        fields = asdict(self)
+        if fields["log"] is None:  # a file without logs reads as it did before they existed
+            del fields["log"]
+        return json.dumps(fields, sort_keys=True, default=str)
 
     @classmethod
     def from_json(cls, line: str) -> Verdict:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 
 from conformance.checks import get_check
 from conformance.checks.contract import Check, NotApplicable
 from conformance.core.settings import current
 from conformance.results.judge import Failure, judge
 from conformance.results.verdict import CellKey, Verdict
+from conformance.run.logs import as_error
 from conformance.subjects import plants_faults
 from conformance.subjects.faults import media_fault, planted, routed
 
@@ -31,7 +33,9 @@ def planted_fault(key: CellKey) -> str | None:
     return routed(current().fault, key.subject)
 
 
-def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None) -> Verdict:
+def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None,
+             repro_dir: Path | None = None) -> Verdict:
+    """`repro_dir`: where a suite's reproducers go (a run's: its folder's repro/)."""
     import transformers
 
     started = time.monotonic()
@@ -62,9 +66,11 @@ def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None) -> Verdi
         try:
             fault_for_subject = fault if plants_faults(key.subject) else None
             with planted_around_cell(fault, key.subject):
-                return run_suite(key.fixture, key.subject, key.check, fault=fault_for_subject)
+                return run_suite(key.fixture, key.subject, key.check, fault=fault_for_subject,
+                                 **({"repro_dir": repro_dir} if repro_dir else {}))
         except Exception as error:
-            return Verdict.of(key, "error", exception_text(error), time.monotonic() - started)
+            return as_error(Verdict.of(key, "error", exception_text(error),
+                                       time.monotonic() - started), error)
     from conformance.subjects.context import fixture_path
 
     return run_checkpoint(key, recipe, check, lambda: (path_of or fixture_path)(recipe.name),
@@ -95,8 +101,8 @@ def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str]
     except NotApplicable as reason:
         return Verdict.of(key, "n/a", str(reason), time.monotonic() - started)
     except Exception as error:  # a cell's error is its verdict, never the run's end
-        return judge(key, [Failure(exception_text(error), error=True)], exhaustive=False,
-                     seconds=time.monotonic() - started)
+        return as_error(judge(key, [Failure(exception_text(error), error=True)],
+                              exhaustive=False, seconds=time.monotonic() - started), error)
     # each difference judged on its own: a known one hides no other
     failures = [Failure(difference) for difference in outcome.differences]
     return judge(key, failures, seconds=time.monotonic() - started, data=outcome.measured,

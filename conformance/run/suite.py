@@ -1,7 +1,8 @@
 """One suite cell: a case-level check over hypothesis-generated cases for one fixture and subject.
 
-A failure shrinks to a minimal case and becomes a standalone reproducer under reports/repro/;
-the judge (`results/judge.py`) makes it `xfail` only where a known finding names it exactly.
+A failure shrinks to a minimal case and becomes a standalone reproducer (a run's in its folder's
+repro/, else under reports/repro/); the judge (`results/judge.py`) makes it `xfail` only where a
+known finding names it exactly.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from conformance.inputs.strategies import FIXED_SEED_PROFILES, cases
 from conformance.paths import REPORTS_DIR
 from conformance.results.judge import Failure, judge, known
 from conformance.results.verdict import CellKey, Verdict
+from conformance.run.logs import as_error
 from conformance.subjects.context import OracleFailed, make_context
 from conformance.subjects.isolation import processor_defaults_restored
 
@@ -148,7 +150,8 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
         for party in (ctx.subject, *ctx.oracles.values()):
             _ = party.processor
     except Exception as error:
-        return verdict([Failure(f"setup: {exception_text(error)}", error=True)])
+        return as_error(verdict([Failure(f"setup: {exception_text(error)}", error=True)]),
+                        error, "setup: ")
     found = Search(required=("video",) if ctx.video else ())
     claims = declared.claims(ctx)
 

@@ -1,10 +1,10 @@
 """The process that runs cells on one transformers version and streams their verdicts.
 
 Started by the runner (`workers.py`) with the version's overlay on PYTHONPATH; its messages
-come as JSON on stdin: the run's settings, then the cells. Before each cell it prints START
-with the cell's key, after it VERDICT with the verdict, each on a line of its own, so vLLM's
-and transformers' output can share stdout and the runner knows which cell a crash or hang
-belongs to.
+come as JSON on stdin: the run's settings (and its folder, where the reproducers go), then the
+cells. Before each cell it prints START with the cell's key, after it VERDICT with the verdict,
+each on a line of its own, so vLLM's and transformers' output can share stdout and the runner
+knows which cell a crash or hang (and every line printed) belongs to.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TextIO
 
 MARK = "@@verdict@@ "
@@ -121,13 +122,18 @@ def take(settings: dict) -> None:
 
 def main(argv: list[str]) -> int:
     pin_to_share()
+    from conformance.results.portable import folder_cell
     from conformance.results.verdict import CellKey
     from conformance.run.cell import run_cell
 
     ready = False
+    repro_dir = None  # the run folder's repro/ (a worker run by hand: run_suite's default)
     for message in ([keys_from_args(argv)] if argv else messages(sys.stdin)):
         if isinstance(message, dict) and "settings" in message:
             take(message["settings"])
+            if message.get("folder"):
+                # absolute: the verdict records it relative to the folder, whatever the cwd
+                repro_dir = Path(message["folder"]).resolve() / "repro"
             continue
         if isinstance(message, dict):  # every fixture it may be given, before any model loads
             build_all(set(message["build"]))
@@ -139,7 +145,10 @@ def main(argv: list[str]) -> int:
         for raw in message:
             key = CellKey(*raw)
             emit(START, json.dumps(list(key)))
-            emit(MARK, run_cell(key).to_json())
+            verdict = run_cell(key, repro_dir=repro_dir)
+            if repro_dir is not None:  # its log is an artifact too: paths relative to the folder
+                verdict = folder_cell(verdict, repro_dir.parent)
+            emit(MARK, verdict.to_json())
     return 0
 
 

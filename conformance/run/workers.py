@@ -6,8 +6,10 @@ transformers overlay and, for a vLLM folder, that folder first on PYTHONPATH. It
 lines of JSON on stdin: the run's settings first, then lists of cells (`run/worker.py` is the
 other side). A worker imports torch, transformers and vLLM once and runs its cells in order.
 When a cell crashes the worker or runs past its time, that cell gets a `crash` / `timeout`
-verdict with the log tail, and a fresh worker continues with the cells after it. A worker that
-cannot even start (an import error) gives every cell it held that verdict.
+verdict with the worker's last words, and a fresh worker continues with the cells after it. A
+worker that cannot even start (an import error) gives every cell it held that verdict. What a
+worker prints goes to its log; what it printed for a bad cell (since the verdict before) also
+to that cell's own log (`logs.py`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from conformance.core.settings import Settings
 from conformance.core.vllms import DEFAULT_VLLM, VllmUnderTest, of_label
 from conformance.results.verdict import CellKey, Verdict
+from conformance.run.logs import exit_text, last_words, write_log
 from conformance.run.versions import ensure_overlay
 from conformance.run.worker import MARK, START
 
@@ -34,7 +37,7 @@ class Launch:
     """How the workers of one (vLLM, transformers version) are started."""
 
     version: str
-    log_dir: Path
+    log_dir: Path  # the run folder: the workers' logs, the cells' logs/ and repro/
     settings: Settings = field(default_factory=Settings)
     vllm: VllmUnderTest | None = None  # None: the default release
     cell_timeout: float = 900.0
@@ -42,16 +45,11 @@ class Launch:
     env: Mapping[str, str] = field(default_factory=dict)  # the CPU share it is pinned to
 
 
-LOG_TAIL_LINES = 20
 STARTUP_S = 300.0  # importing vLLM on a loaded 2-core machine
 
 
 def worker_command() -> list[str]:
     return [sys.executable, "-m", "conformance.run.worker"]
-
-
-def _tail(lines: list[str]) -> str:
-    return "".join(lines[-LOG_TAIL_LINES:]).strip()
 
 
 def _stream(process: subprocess.Popen, lines: queue.Queue) -> None:
@@ -96,7 +94,8 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=dict(env))
     assert process.stdin is not None
-    _send(process, {"settings": launch.settings.but(vllm=vllm.label).to_json()})
+    _send(process, {"settings": launch.settings.but(vllm=vllm.label).to_json(),
+                    "folder": str(launch.log_dir)})
     if feed is not None and build:
         _send(process, {"build": build})
     _send(process, [list(c) for c in cells])
@@ -104,8 +103,12 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
         process.stdin.close()
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_stream, args=(process, lines), daemon=True).start()
-    recent: list[str] = []
+    recent: list[str] = []  # the worker's output since its last verdict: the next cell's
     current: CellKey | None = None
+
+    def conclude(verdict: Verdict) -> None:
+        on_verdict(write_log(launch.log_dir, verdict, recent))
+
     deadline = time.monotonic() + STARTUP_S + cell_timeout
     while True:
         try:
@@ -114,8 +117,8 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
             process.kill()
             process.wait()
             victim = current or pending[0]
-            on_verdict(_failed(victim, "timeout", f"no verdict within {cell_timeout:.0f} s; "
-                                                  f"log tail:\n{_tail(recent)}"))
+            conclude(_failed(victim, "timeout", f"no verdict within {cell_timeout:.0f} s; "
+                                                f"last output: {last_words(recent)}"))
             pending.remove(victim)
             return pending
         if line is None:
@@ -125,7 +128,7 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
             verdict = Verdict.from_json(line[line.index(MARK) + len(MARK):])
             if verdict.key in pending:
                 pending.remove(verdict.key)
-            on_verdict(verdict)
+            conclude(verdict)
             current, recent = None, []
             if feed is not None and not pending:
                 following = feed()
@@ -146,12 +149,13 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
     code = process.wait()
     if not pending:
         return []
-    detail = f"worker exited {code} during this cell; log tail:\n{_tail(recent)}"
+    detail = (f"worker exited {exit_text(code)} during this cell; last output: "
+              f"{last_words(recent)}")
     if current is None:  # it never got to a cell: nothing after would fare better
         for key in pending:
-            on_verdict(_failed(key, "crash", detail))
+            conclude(_failed(key, "crash", detail))
         return []
-    on_verdict(_failed(current, "crash", detail))
+    conclude(_failed(current, "crash", detail))
     pending.remove(current)
     return pending
 
