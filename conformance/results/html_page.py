@@ -1,18 +1,25 @@
-"""report.html: one static page (no network) a person reads from the top.
+"""report.html: one static page (no network) a person reads from the top and navigates by links.
 
-It opens with the run in words (versions, counts, profile, device, time, verdicts, the known
-findings), then per transformers version a table of architectures x checks, the architecture x
-version matrix, every cell sortable and filterable by verdict, and each non-passing cell's
-evidence and reproducer.
+It opens with the bad cells, each a link to its evidence, and the run in words (versions,
+counts, profile, device, time, verdicts); then the findings the run met (each finding's entry,
+linked to docs/findings.md where the report can reach it), per transformers version a table of
+architectures x checks, the architecture x version matrix, and every cell, sortable and
+filterable by verdict. Each cell has one element (its row, `cell_id`) holding its whole
+evidence and the links to its reproducer and log; every symbol of the tables links to it.
 """
 
 from __future__ import annotations
 
 import html
+import os
+import re
 from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
-from conformance.core.subjects import IMPL
-from conformance.core.vllms import IMPL_REFERENCE
+from conformance.core.subjects import IMPL, VLLM_BACKEND
+from conformance.core.vllms import DEFAULT_VLLM, IMPL_REFERENCE
 from conformance.results.agreement import RELATIONS, summary_line, table_rows
 from conformance.results.cells import (
     SYMBOLS,
@@ -26,10 +33,13 @@ from conformance.results.cells import (
     short_label,
     worst,
 )
-from conformance.results.known import KnownGroup
+from conformance.results.markdown import finding_anchor
 from conformance.results.verdict import STATUSES, Verdict
 from conformance.results.view import View, as_view
 from impl.version import parse_version
+
+if TYPE_CHECKING:
+    from conformance.expectations import Finding
 
 esc = html.escape
 
@@ -41,19 +51,22 @@ table.summary th{text-align:left;cursor:default;font-weight:normal;color:#555}
 .pass{background:#e6f5e6}.xfail{background:#fff6d6}.n\\/a{color:#888}
 .fail,.xpass,.inconclusive,.error,.crash,.timeout{background:#fde2e2}
 .counts span{padding:2px 6px;margin-right:.4em;border-radius:3px}
-table.checks td{text-align:center;white-space:nowrap}table.checks td span{padding:0 2px}
-table.checks td:first-child{text-align:left}
-pre{white-space:pre-wrap;background:#f8f8f8;padding:.5em;max-height:24em;overflow:auto}
+table.checks td{text-align:center;white-space:nowrap}table.checks td a{padding:0 2px}
+table.checks td:first-child{text-align:left}a{color:inherit}
+#bad li{margin:.2em 0}#bad .cause{color:#555}
+pre{white-space:pre-wrap;background:#f8f8f8;padding:.5em;max-height:16em;overflow:auto}
 details{margin:.3em 0}#filters label{margin-right:1em}.cells{font-size:12px;color:#444}
+#cells td.evidence{width:45%}td.evidence pre,td.evidence a{overflow-wrap:anywhere}
+:target,:target>td{outline:2px solid #36c;background:#eef3ff}
 """
 
+# Following a link to a cell: its verdict's filter is switched on (a hidden row shows) and its
+# reproducer opened; then the browser scrolls to it.
 HTML_SCRIPT = """
 function applyFilter(){
   const on=new Set([...document.querySelectorAll('#filters input:checked')].map(i=>i.value));
   document.querySelectorAll('#cells tbody tr').forEach(r=>{
     r.style.display=on.has(r.dataset.status)?'':'none';});
-  document.querySelectorAll('details.finding').forEach(d=>{
-    d.style.display=on.has(d.dataset.status)?'':'none';});
 }
 function sortBy(th){
   const table=th.closest('table'),body=table.tBodies[0],i=[...th.parentNode.children].indexOf(th);
@@ -63,36 +76,96 @@ function sortBy(th){
   [...body.rows].sort((a,b)=>{const x=key(a),y=key(b);
     return (x>y?1:x<y?-1:0)*(asc?1:-1);}).forEach(r=>body.appendChild(r));
 }
+function reveal(){
+  const target=document.getElementById(decodeURIComponent(location.hash.slice(1)));
+  if(!target)return;
+  const box=[...document.querySelectorAll('#filters input')].find(
+    i=>i.value===target.dataset.status);
+  if(box&&!box.checked){box.checked=true;applyFilter();}
+  target.querySelectorAll('details').forEach(d=>{d.open=true;});
+  target.scrollIntoView();
+}
 document.addEventListener('DOMContentLoaded',()=>{
   document.querySelectorAll('#filters input').forEach(i=>i.addEventListener('change',applyFilter));
   document.querySelectorAll('#cells th').forEach(th=>th.addEventListener('click',()=>sortBy(th)));
   applyFilter();
+  reveal();
 });
+window.addEventListener('hashchange',reveal);
 """
 
-# meta keys the summary words itself; any other key is listed as it is
+# The meta keys the summary words itself, or that the cells already show (the summary's rows
+# from the cells: vLLM, impl, transformers, fixtures, subjects, checks)
 WORDED = ("versions", "fixtures", "subjects", "checks", "profile", "device", "dtype", "finished",
-          "seconds")
+          "seconds", "vllm", "impl_reference")
+# Human wording of the other meta keys, in this order; a key not named here is worded from its
+# name ("some_key": "some key")
+LABELS = {
+    "checkpoint": "checkpoint",
+    "architecture": "architecture",
+    "findings_of": "known findings of fixture",
+    "transformers": "transformers installed",
+    "environment_transformers": "transformers of the environment",
+    "vllm_sources": "vLLM folders",
+    "fault": "planted fault",
+    "seed": "seed of the searches",
+    "seeds": "seeds of the searches (one per shard)",
+    "shard": "shard",
+    "merged_from": "merged from",
+    "baseline_of": "baseline of",
+    "unmet_requirements": "requirements a version ran without (--allow-unmet)",
+}
+BAD_SHOWN = 25  # bad cells listed at the top; the others folded below them
 
 
-def html_report(verdicts: list[Verdict] | View, meta: dict | None = None) -> str:
+def html_report(verdicts: list[Verdict] | View, meta: dict | None = None,
+                folder: Path | None = None) -> str:
+    """The page for a run's cells; `folder`: where it is written (its links to reproducers
+    and logs are relative to it, and to docs/findings.md where it lies in this checkout)."""
     view, meta = as_view(verdicts), meta or {}
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              "<title>vLLM Transformers-backend conformance</title>",
              f"<style>{HTML_STYLE}</style><script>{HTML_SCRIPT}</script></head><body>",
              "<h1>vLLM Transformers-backend conformance</h1>"]
     parts += _summary(view, meta)
-    parts += _known(*view.known)
+    parts += _findings(view, findings_document(folder))
     parts += _check_tables(view, meta.get("checks"))
     parts += _matrix(view)
     parts += _agreement(view)
-    parts += _cells(view.verdicts)
-    parts += _evidence(view.verdicts)
+    parts += _cells(view.verdicts, folder)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
+def cell_id(v: Verdict) -> str:
+    """The id of the cell's one element (its row in the cells table), which every link to
+    the cell points at."""
+    on = "" if v.vllm == DEFAULT_VLLM else f"-vllm-{v.vllm}"
+    name = f"{v.fixture}-{v.version}{on}-{v.subject}-{v.check}"
+    return "cell-" + re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
+
+
+def findings_document(folder: Path | None) -> str | None:
+    """docs/findings.md as a link from a report in `folder`: relative to it where the folder
+    lies in this checkout (the default run folder, reports/runs/latest). None elsewhere (a
+    scratch folder, a downloaded CI artifact): no relative link leaves such a folder, and the
+    project names no URL to link to instead; there the report carries each finding's entry
+    itself and names the document."""
+    from conformance.expectations.document import DOCUMENT
+    from conformance.paths import ROOT
+
+    if folder is None or not Path(folder).resolve().is_relative_to(ROOT):
+        return None
+    return Path(os.path.relpath(DOCUMENT, Path(folder).resolve())).as_posix()
+
+
+def _href(path: str) -> str:
+    return esc(quote(path, safe="/#.-_~"))
+
+
 def _text(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{key}: {_text(item)}" for key, item in value.items())
     return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
@@ -100,8 +173,22 @@ def _names(values: list[str]) -> str:
     return f"{len(values)}: {', '.join(values)}"
 
 
+def _meta_rows(view: View, meta: dict) -> list[tuple[str, str]]:
+    """The meta the summary has not worded, each under a human label, once."""
+    rows = []
+    for key in [*LABELS, *sorted(set(meta) - set(LABELS))]:
+        value = meta.get(key)
+        if key in WORDED or value in (None, "", [], {}):
+            continue
+        if key == "transformers" and value in view.versions:  # the cells' own version
+            continue
+        rows.append((LABELS.get(key, key.replace("_", " ")), _text(value)))
+    return rows
+
+
 def _summary(view: View, meta: dict) -> list[str]:
-    """The run in words: what ran, how, when, and what came of it."""
+    """The bad cells first, each a link to its evidence; then the run in words: what ran,
+    how, when, and what came of it."""
     verdicts = view.verdicts
     rows = [("vLLM", ", ".join(view.vllms)),
             (IMPL, f"the reference of vLLM {IMPL_REFERENCE}'s backend"),
@@ -117,33 +204,94 @@ def _summary(view: View, meta: dict) -> list[str]:
         rows.append(("finished", str(meta["finished"])))
     if meta.get("seconds") is not None:
         rows.append(("run time", f"{meta['seconds']:.0f} s for {len(verdicts)} cells"))
-    rows += [(key, _text(value)) for key, value in sorted(meta.items())
-             if key not in WORDED and value not in (None, "", [])]
+    rows += _meta_rows(view, meta)
     counts = Counter(v.status for v in verdicts)
     badges = "".join(f"<span class='{esc(s)}'>{esc(s)} {counts[s]}</span>"
                      for s in STATUSES if counts[s])
-    return (["<section id='summary'><table class='summary'>"]
+    return (["<section id='summary'>"] + _bad(view.bad)
+            + ["<table class='summary'>"]
             + [f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows]
             + [f"<tr><th>verdicts</th><td class='counts'>{badges}</td></tr></table></section>"])
 
 
-def _known(groups: list[KnownGroup], unnamed: list[Verdict]) -> list[str]:
-    """The known findings the run met: one row each, its cells folded away."""
-    if not groups and not unnamed:
+def _bad(bad: list[Verdict]) -> list[str]:
+    """The cells that need a look, worst first, each a link to its evidence."""
+    if not bad:
+        return ["<p id='bad'>No bad cell: every cell passed, failed as a known finding "
+                "explains (xfail), or does not apply (n/a).</p>"]
+    items = [f"<li class='{esc(v.status)}'><a href='#{cell_id(v)}'><b>{esc(v.status)}</b> "
+             f"{esc(v.key.label())}</a>: <span class='cause'>{esc(one_line(v.detail))}</span>"
+             "</li>" for v in bad]
+    parts = [f"<h2>Bad cells ({len(bad)})</h2>",
+             "<p>Failed, stale (xpass: a known finding no longer shows), inconclusive, or did "
+             "not run (error, crash, timeout); each links to its evidence.</p>",
+             "<ol id='bad'>", *items[:BAD_SHOWN], "</ol>"]
+    if len(items) > BAD_SHOWN:
+        parts += [f"<details><summary>{len(items) - BAD_SHOWN} more</summary>"
+                  f"<ol id='bad-more' start='{BAD_SHOWN + 1}'>", *items[BAD_SHOWN:],
+                  "</ol></details>"]
+    return parts
+
+
+def _cell_links(cells: tuple[Verdict, ...] | list[Verdict]) -> str:
+    return ", ".join(f"<a href='#{cell_id(v)}'>{esc(short_label(v))}</a>" for v in cells)
+
+
+def _findings(view: View, document: str | None) -> list[str]:
+    """The findings the run met (its xfail and xpass cells), one row each: the finding's
+    entry (from findings.toml) and its cells, folded away."""
+    from conformance import expectations
+
+    groups, unnamed = view.known
+    stale: dict[str, list[Verdict]] = {}
+    for v in view.verdicts:
+        if v.status == "xpass" and v.finding:
+            stale.setdefault(v.finding, []).append(v)
+    known = {g.finding: g.cells for g in groups}
+    ids = list(known) + [i for i in stale if i not in known]
+    if not ids and not unnamed:
         return []
-    rows = [(g.finding, g.title, g.cells) for g in groups]
+    entries = {f.id: f for f in expectations.load()}
+    parts = ["<h2 id='findings'>Known findings</h2>",
+             "<p>Each finding is written out in full in the repository's "
+             + (f"<a href='{_href(document)}'>docs/findings.md</a>" if document else
+                "<code>docs/findings.md</code>")
+             + ".</p><table id='known'><thead><tr><th class='nosort'>finding</th>"
+             "<th class='nosort'>title</th><th class='nosort'>cells</th></tr></thead><tbody>"]
+    for finding in ids:
+        entry = entries.get(finding)
+        title = entry.title if entry else "(not in this checkout's findings.toml)"
+        cells = known.get(finding, ())
+        where = [f"<details><summary>{cells_text(len(cells))} xfail</summary>"
+                 f"<span class='cells'>{_cell_links(cells)}</span></details>"] if cells else []
+        if finding in stale:
+            where.append(f"<p class='xpass'>stale (xpass) in {cells_text(len(stale[finding]))}"
+                         f": {_cell_links(stale[finding])}</p>")
+        parts.append(f"<tr id='{finding_anchor(finding)}' data-finding='{esc(finding)}'>"
+                     f"<td><code>{esc(finding)}</code></td>"
+                     f"<td>{esc(title)}{_entry(entry, document)}</td>"
+                     f"<td>{''.join(where)}</td></tr>")
     if unnamed:
-        rows.append(("", "xfail without a finding id (recorded before verdicts named one)",
-                     tuple(unnamed)))
-    parts = ["<h2>Known findings</h2><table id='known'><thead><tr><th class='nosort'>finding"
-             "</th><th class='nosort'>title</th><th class='nosort'>cells</th></tr></thead>"
-             "<tbody>"]
-    for finding, title, cells in rows:
-        labels = ", ".join(short_label(v) for v in cells)
-        parts.append(f"<tr data-finding='{esc(finding)}'><td><code>{esc(finding)}</code></td>"
-                     f"<td>{esc(title)}</td><td><details><summary>{cells_text(len(cells))}</summary>"
-                     f"<span class='cells'>{esc(labels)}</span></details></td></tr>")
+        parts.append("<tr><td></td><td>xfail without a finding id (recorded before verdicts "
+                     f"named one)</td><td><details><summary>{cells_text(len(unnamed))}</summary>"
+                     f"<span class='cells'>{_cell_links(unnamed)}</span></details></td></tr>")
     return parts + ["</tbody></table>"]
+
+
+def _entry(finding: Finding | None, document: str | None) -> str:
+    """A finding's entry as docs/findings.md gives it, in short: its bounds, reason and
+    upstream reports, and where the whole entry is."""
+    if finding is None:
+        return ""
+    upstream = ", ".join(f"<a href='{esc(url)}'>{esc(url)}</a>" for url in finding.upstream)
+    place = f"docs/findings.md#{finding.id}"
+    whole = (f"<a href='{_href(document)}#{_href(finding.id)}'>{esc(place)}</a>" if document
+             else f"<code>{esc(place)}</code> in the repository")
+    return ("<details class='entry'><summary>the finding</summary><ul>"
+            f"<li>transformers: {esc(finding.describe_versions())}</li>"
+            f"<li>vLLM: {esc(finding.describe_versions(finding.vllm))}</li>"
+            f"<li>upstream: {upstream or 'none known'}</li></ul>"
+            f"<p>{esc(finding.reason)}</p><p>The whole entry: {whole}.</p></details>")
 
 
 def _tooltip(v: Verdict) -> str:
@@ -153,11 +301,11 @@ def _tooltip(v: Verdict) -> str:
 
 def _check_tables(view: View, order: list[str] | None) -> list[str]:
     """Per transformers version, architectures x checks: each cell coloured by its worst
-    verdict, one symbol per subject, the details in the tooltips."""
+    verdict, one symbol per subject, each a link to that cell's evidence."""
     subjects = ", ".join(sorted({v.subject for v in view.verdicts}))
     parts = ["<h2>Architectures x checks</h2>",
              f"<p>One symbol per subject ({esc(subjects)}, in that order; a checkpoint-level "
-             f"check runs once): {esc(legend())}. Hover over a cell for its evidence.</p>"]
+             f"check runs once): {esc(legend())}. Each symbol links to its cell's evidence.</p>"]
     for version in view.columns:
         cells = view.by_column[version]
         checks = checks_of(cells, order)
@@ -174,8 +322,9 @@ def _check_tables(view: View, order: list[str] | None) -> list[str]:
             for check in checks:
                 group = sorted(grid.get((fixture, check), []), key=lambda v: v.subject)
                 status = worst([v.status for v in group])
-                marks = "".join(f"<span class='{esc(v.status)}' title='{esc(_tooltip(v))}'>"
-                                f"{SYMBOLS[v.status]}</span>" for v in group)
+                marks = "".join(f"<a class='{esc(v.status)}' href='#{cell_id(v)}' "
+                                f"title='{esc(_tooltip(v))}'>{SYMBOLS[v.status]}</a>"
+                                for v in group)
                 row.append(f"<td class='{esc(status)}' data-status='{esc(status)}' "
                            f"data-fixture='{esc(fixture)}' data-check='{esc(check)}' title='"
                            f"{esc(chr(10).join(_tooltip(v) for v in group))}'>{marks}</td>")
@@ -185,15 +334,23 @@ def _check_tables(view: View, order: list[str] | None) -> list[str]:
 
 
 def _matrix(view: View) -> list[str]:
+    """Architecture x version: each cell's counts link to the cell that colours it (its worst;
+    the group's other cells sit beside it in the cells table)."""
     versions, grid = view.columns, view.grid
     parts = ["<h2>Matrix</h2><table id='matrix'><tr><th class='nosort'>architecture</th>"
              + "".join(f"<th class='nosort'>{esc(v)}</th>" for v in versions) + "</tr>"]
     for fixture in view.fixtures:
         row = [f"<td>{esc(fixture)}</td>"]
         for version in versions:
-            statuses = [v.status for v in grid.get((fixture, version), [])]
-            row.append(f"<td class='{esc(worst(statuses))}' data-cell='{esc(fixture)}|"
-                       f"{esc(version)}'>{esc(counts_text(statuses))}</td>")
+            group = grid.get((fixture, version), [])
+            statuses = [v.status for v in group]
+            status = worst(statuses)
+            text = esc(counts_text(statuses))
+            if group:
+                first = next(v for v in group if v.status == status)
+                text = f"<a href='#{cell_id(first)}'>{text}</a>"
+            row.append(f"<td class='{esc(status)}' data-cell='{esc(fixture)}|"
+                       f"{esc(version)}'>{text}</td>")
         parts.append("<tr>" + "".join(row) + "</tr>")
     return parts + ["</table>"]
 
@@ -211,14 +368,21 @@ def _agreement(view: View) -> list[str]:
              "<table id='agreement'><tr><th class='nosort'>architecture</th>"
              "<th class='nosort'>check</th>"
              + "".join(f"<th class='nosort'>{esc(c)}</th>" for c in columns) + "</tr>"]
+    backend = {(v.fixture, v.check, column): v for (_, column), group in view.grid.items()
+               for v in group if v.subject == VLLM_BACKEND}
     for fixture, check, words in rows:
-        parts.append(f"<tr><td>{esc(fixture)}</td><td>{esc(check)}</td>" + "".join(
-            f"<td data-relation='{esc(w)}' title='{esc(RELATIONS.get(w, ''))}'>{esc(w)}</td>"
-            for w in words) + "</tr>")
+        row = [f"<td>{esc(fixture)}</td><td>{esc(check)}</td>"]
+        for column, word in zip(columns, words, strict=True):
+            cell = backend.get((fixture, check, column))
+            text = f"<a href='#{cell_id(cell)}'>{esc(word)}</a>" if cell and word else esc(word)
+            row.append(f"<td data-relation='{esc(word)}' "
+                       f"title='{esc(RELATIONS.get(word, ''))}'>{text}</td>")
+        parts.append("<tr>" + "".join(row) + "</tr>")
     return parts + ["</table>"]
 
 
-def _cells(verdicts: list[Verdict]) -> list[str]:
+def _cells(verdicts: list[Verdict], folder: Path | None) -> list[str]:
+    """Every cell, one row each (`cell_id`), with its whole evidence and its files."""
     present = [s for s in STATUSES if any(v.status == s for v in verdicts)]
     parts = ["<h2>Cells</h2><div id='filters'>Show: " + "".join(
         f"<label><input type='checkbox' value='{esc(s)}' checked> {esc(s)}</label>"
@@ -227,39 +391,37 @@ def _cells(verdicts: list[Verdict]) -> list[str]:
         "<th>subject</th><th>check</th><th>verdict</th><th>finding</th><th>seconds</th>"
         "<th>evidence</th></tr></thead><tbody>"]
     for v in verdicts:
+        finding = (f"<a href='#{finding_anchor(v.finding)}'>{esc(v.finding)}</a>"
+                   if v.finding else "")
         parts.append(
-            f"<tr class='{esc(v.status)}' data-status='{esc(v.status)}'><td>{esc(v.fixture)}</td>"
-            f"<td>{esc(v.vllm)}</td>"
+            f"<tr id='{cell_id(v)}' class='{esc(v.status)}' data-status='{esc(v.status)}'>"
+            f"<td>{esc(v.fixture)}</td><td>{esc(v.vllm)}</td>"
             f"<td data-key='{'.'.join(f'{n:04d}' for n in parse_version(v.version).release)}'>"
             f"{esc(v.version)}</td><td>{esc(v.subject)}</td><td>{esc(v.check)}</td>"
-            f"<td>{esc(v.status)}</td><td>{esc(v.finding)}</td><td>{v.seconds:.1f}</td>"
-            f"<td>{esc(v.detail[:200])}</td></tr>")
+            f"<td>{esc(v.status)}</td><td>{finding}</td><td>{v.seconds:.1f}</td>"
+            f"<td class='evidence'>{_evidence(v, folder)}</td></tr>")
     return parts + ["</tbody></table>"]
 
 
-def _reproducer_text(path: str) -> str:
+def _evidence(v: Verdict, folder: Path | None) -> str:
+    """A cell's whole evidence, its log and its reproducer (linked, and its text)."""
+    parts = [f"<pre class='evidence'>{esc(v.detail)}</pre>"] if v.detail else []
+    if v.log:  # the cell's whole output
+        parts.append(f"<p>Log: <a class='log' href='{_href(v.log)}'>{esc(v.log)}</a></p>")
+    if path := v.data.get("reproducer"):
+        parts.append(f"<p>Reproducer: <a class='reproducer' href='{_href(path)}'>{esc(path)}"
+                     "</a></p><details><summary>its text</summary>"
+                     f"<pre class='reproducer'>{esc(_reproducer_text(path, folder))}</pre>"
+                     "</details>")
+    return "".join(parts)
+
+
+def _reproducer_text(path: str, folder: Path | None) -> str:
+    """The reproducer's text, read where the report's link points (relative to its folder;
+    without one, relative to the repository, as the committed baseline records it)."""
     from conformance.paths import ROOT
 
-    try:  # a committed report records it relative to the repository
-        return (ROOT / path).read_text()
+    try:
+        return (Path(folder or ROOT) / path).read_text()
     except OSError:
         return f"(reproducer not found: {path})"
-
-
-def _evidence(verdicts: list[Verdict]) -> list[str]:
-    """Each non-passing cell's whole evidence, and its reproducer's text where one was written."""
-    parts = ["<h2>Evidence per cell</h2>"]
-    for v in verdicts:
-        if v.status in ("pass", "n/a"):
-            continue
-        path = v.data.get("reproducer")
-        finding = f" <code>{esc(v.finding)}</code>" if v.finding else ""
-        parts.append(
-            f"<details class='finding' data-status='{esc(v.status)}'><summary>"
-            f"<b>{esc(v.status)}</b>{finding} {esc(v.fixture)} / {esc(v.subject)} / "
-            f"{esc(v.check)} / transformers {esc(v.version)} / vLLM {esc(v.vllm)}</summary>"
-            f"<pre class='evidence'>{esc(v.detail)}</pre>"
-            + (f"<p>Reproducer <code>{esc(path)}</code>:</p>"
-               f"<pre class='reproducer'>{esc(_reproducer_text(path))}</pre>" if path else "")
-            + "</details>")
-    return parts

@@ -24,13 +24,16 @@ def junit(verdicts: list[Verdict] | View) -> str:
             skipped=str(counts["xfail"] + counts["n/a"]),
             time=f"{sum(v.seconds for v in cells):.2f}")
         for v in cells:
+            # the cell's whole error text and output, where it kept them
+            log = f"\n(whole output: {v.log})" if v.log else ""
             case = ElementTree.SubElement(suite, "testcase", classname=f"{v.fixture}.{v.subject}",
                                           name=f"{v.check}[{version}]", time=f"{v.seconds:.2f}")
             if v.status in ("fail", "xpass", "inconclusive"):
-                ElementTree.SubElement(case, "failure", message=v.detail[:300]).text = v.detail
+                ElementTree.SubElement(case, "failure",
+                                       message=v.detail[:300]).text = v.detail + log
             elif v.status in ("error", "crash", "timeout"):
                 ElementTree.SubElement(case, "error", message=f"{v.status}: {v.detail[:300]}",
-                                       type=v.status).text = v.detail
+                                       type=v.status).text = v.detail + log
             elif v.status in ("xfail", "n/a"):
                 # the finding's id first: CI lists group by it without reading the reason
                 finding = f" [{v.finding}]" if v.finding else ""

@@ -34,6 +34,10 @@ def markdown(verdicts: list[Verdict] | View, meta: dict | None = None) -> str:
     lines += ["", "Totals: " + ", ".join(f"{s} {totals[s]}" for s in STATUSES if totals[s]), ""]
     if meta and meta.get("seconds") is not None:
         lines += [f"Run time {meta['seconds']:.0f} s on {len(view.verdicts)} cells.", ""]
+    # a version run without a requirement it states (`run --allow-unmet`): said under the totals
+    for version, unmet in sorted((meta or {}).get("unmet_requirements", {}).items()):
+        lines += [f"**transformers {version} ran without {', '.join(unmet)}** "
+                  "(`--allow-unmet`: the package index could not meet it; docs/versions.md).", ""]
     # a run over several vLLMs: what moved between them
     lines += markdown_sections(view.verdicts, view.vllms)
     lines += _known_findings(*view.known)
@@ -95,6 +99,7 @@ def _details(view: View) -> list[str]:
                              f"{one_line(observed(v))}")
                 continue
             repro = f" Reproducer: `{v.data['reproducer']}`." if v.data.get("reproducer") else ""
-            lines.append(f"{head}: {one_line(v.detail, 700)}{repro}")
+            log = f" Log: `{v.log}`." if v.log else ""  # its whole error text and output
+            lines.append(f"{head}: {one_line(v.detail, 700)}{repro}{log}")
         lines.append("")
     return lines

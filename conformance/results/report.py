@@ -24,6 +24,7 @@ from conformance.results.cells import (
 from conformance.results.html_page import html_report
 from conformance.results.junit import junit
 from conformance.results.markdown import markdown
+from conformance.results.portable import folder_cell, folder_cells, folder_meta
 from conformance.results.verdict import BAD, Verdict
 from conformance.results.view import View, as_view
 
@@ -35,8 +36,9 @@ SCHEMA_VERSION = 1
 
 
 def append(path: Path, verdict: Verdict) -> None:
+    """One verdict more in a run folder's results.jsonl, its paths relative to the folder."""
     with open(path, "a") as stream:
-        stream.write(verdict.to_json() + "\n")
+        stream.write(folder_cell(verdict, path.parent).to_json() + "\n")
 
 
 def read_partial(path: Path) -> list[Verdict]:
@@ -69,10 +71,13 @@ def write_results(path: Path, verdicts: list[Verdict], meta: dict) -> None:
 
 
 def write_reports(run_dir: Path, verdicts: list[Verdict], meta: dict) -> None:
-    view = View(verdicts)  # grouped once for every writer
+    """results.json and the reports in `run_dir`, every path in them relative to it."""
+    # grouped once for every writer
+    view = View(folder_cells(verdicts, run_dir))
+    meta = folder_meta(meta, run_dir)
     write_results(run_dir / "results.json", view.verdicts, meta)
     (run_dir / "report.md").write_text(markdown(view, meta))
-    (run_dir / "report.html").write_text(html_report(view, meta))
+    (run_dir / "report.html").write_text(html_report(view, meta, run_dir))
     (run_dir / "junit.xml").write_text(junit(view))
 
 
@@ -101,4 +106,4 @@ def print_table(verdicts: list[Verdict] | View) -> None:
     for v in verdicts:
         if v.status in BAD:
             console.print(f"{v.status}: {v.key.label()}: {one_line(v.detail)}",
-                          highlight=False, markup=False)
+                          highlight=False, markup=False, soft_wrap=True)  # a CI log: unwrapped

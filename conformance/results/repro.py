@@ -1,4 +1,9 @@
-"""Standalone reproducer scripts for failing cases, and the code they replay."""
+"""Reproducer scripts for failing suite cases, and the code they replay.
+
+A script holds the case and the cell, never a path: it imports the harness from the environment
+that runs it (the project installed, as a checkout's .venv has it), so it runs wherever the run
+folder is copied to.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,10 @@ inputs:       {inputs}
 expected:     the subject agrees with the oracle ({statement})
 actual:       {evidence}
 
-Run from the repository root with the project's environment:
-    .venv/bin/python {path}
-Exit status 1: the failure reproduces; 0: it no longer does.
+It replays the cell through the harness (vllm-mm-conformance): run it with the environment the
+harness is installed in, from anywhere, e.g. in a checkout:
+    .venv/bin/python PATH/TO/{name}
+Exit status 1: the failure reproduces; 0: it no longer does; 2: the harness is not importable.
 """
 import sys
 
@@ -29,9 +35,13 @@ FAULT = {fault!r}
 TRANSFORMERS = {version!r}
 
 if __name__ == "__main__":
-    sys.path.insert(0, {root!r})
-    from conformance.results.repro import replay
-
+    try:
+        from conformance.results.repro import replay
+    except ImportError as error:
+        print(f"{{sys.argv[0]}}: the harness (vllm-mm-conformance) is not importable here "
+              f"({{error}}): run this script with its environment's python (a checkout's "
+              ".venv/bin/python), or install it (pip install -e CHECKOUT)", file=sys.stderr)
+        sys.exit(2)
     sys.exit(replay(CHECK, SUBJECT, FAULT, CASE, TRANSFORMERS))
 '''
 
@@ -39,7 +49,6 @@ if __name__ == "__main__":
 def write_reproducer(out_dir: Path, *, check: str, subject: str, fault: str | None,
                      case: Case, version: str, evidence: str) -> Path:
     from conformance.checks import get_check
-    from conformance.paths import ROOT
 
     out_dir.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(f"{check}{subject}{fault}{case.to_json()}{version}".encode())
@@ -49,8 +58,8 @@ def write_reproducer(out_dir: Path, *, check: str, subject: str, fault: str | No
     path.write_text(TEMPLATE.format(
         check=check, subject=subject, fixture=case.fixture, version=version,
         inputs=case.describe(), statement=get_check(check).statement,
-        evidence=evidence.replace('"""', "'''"), path=path, case=case.to_json(), fault=fault,
-        root=str(ROOT),
+        evidence=evidence.replace('"""', "'''"), name=path.name, case=case.to_json(),
+        fault=fault,
     ))
     path.chmod(0o755)
     return path

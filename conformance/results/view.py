@@ -1,6 +1,7 @@
 """A run's verdicts grouped once, for every writer (report.md, report.html, junit.xml, the
 terminal table): one verdict per cell in report order, the axes, the cells by column and by
-(architecture, column), the known findings they meet and the model checks' references."""
+(architecture, column), the bad cells, the known findings they meet and the model checks'
+references."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterable
 
 from conformance.results.agreement import relations
 from conformance.results.cells import (
+    WORST_FIRST,
     column_of,
     columns_of,
     fixtures_of,
@@ -20,7 +22,7 @@ from conformance.results.cells import (
     vllms_of,
 )
 from conformance.results.known import KnownGroup, group_known
-from conformance.results.verdict import Verdict
+from conformance.results.verdict import BAD, Verdict
 
 
 class View:
@@ -43,6 +45,13 @@ class View:
     def known(self) -> tuple[list[KnownGroup], list[Verdict]]:
         """The xfail cells by finding, and those without a finding id (`known.group_known`)."""
         return group_known(self.verdicts)
+
+    @functools.cached_property
+    def bad(self) -> list[Verdict]:
+        """The cells a person must look at (`verdict.BAD`), worst first, then in report
+        order."""
+        return sorted((v for v in self.verdicts if v.status in BAD),
+                      key=lambda v: WORST_FIRST.index(v.status))
 
     @functools.cached_property
     def relations(self) -> dict[tuple[str, str, str], str]:
