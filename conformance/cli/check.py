@@ -3,20 +3,34 @@
 The checkpoint-level checks (processing and the model checks, against the HF model and native vLLM)
 run once on fixed inputs; the case-level checks run their hypothesis suites for each subject.
 Every cell goes through the one runner and the one judge, so a failure a known finding explains
-is `xfail` with that finding's id: a known backend limitation, not the contributor's problem.
+is `xfail` with that finding's id: a known backend limitation, not the contributor's problem. A
+failure that is the checkpoint's (or transformers', or native vLLM's too) is said so, with its
+cause, by `run/attribution.py`; only the rest is listed under "What to fix". What vLLM,
+transformers and torch print goes to the output folder's check.log, not between the verdicts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
 from conformance.results.verdict import BAD, Verdict
 
+if TYPE_CHECKING:
+    from conformance.run.attribution import Problem
+
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+LOG = "check.log"  # in the output folder: what vLLM, transformers and torch write
+OWNER = "owner"  # a failed cell's data: whose problem it is when not the backend's (Problem)
 
 
 def add_arguments(check: argparse.ArgumentParser, default_output: str) -> None:
@@ -63,23 +77,41 @@ def rerun_under(version: str, args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from conformance.checks import check_ids
-    from conformance.run.versions import installed_transformers
+    from conformance.inputs.checkpoints import CheckpointError
+    from conformance.run.versions import installed_transformers, requested_version
 
+    if args.transformers:  # a malformed one is a one-line error before anything is installed
+        args.transformers = requested_version(args.transformers)
     if args.transformers and args.transformers != installed_transformers():
         return rerun_under(args.transformers, args)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # the verdicts, not vLLM's progress
     checks = csv(args.checks) or check_ids()
     if unknown := sorted(set(checks) - set(check_ids())):
         return fail(f"unknown check(s) {', '.join(unknown)} (known: {', '.join(check_ids())})")
+    try:
+        with third_party_output(Path(args.output) / LOG) as console:
+            return checked(args, checks, console)
+    except CheckpointError as error:  # said once the terminal is the terminal again
+        return fail(str(error))
+
+
+def checked(args: argparse.Namespace, checks: tuple[str, ...], console: TextIO) -> int:
+    """The check itself; what it says goes to `console`, everything else to the log."""
+    from conformance.checks import get_check
     from conformance.inputs import checkpoints as checkpoint
+    from conformance.run import attribution
+    from conformance.run.logs import LOGS
+    from conformance.run.versions import installed_transformers
     from conformance.subjects.serving import serving
 
-    try:
-        path = checkpoint.resolve(args.checkpoint)
-        recipe = checkpoint.recipe_for(path, args.checkpoint)
-        recipe, note = serving(path, recipe)
-    except checkpoint.CheckpointError as error:
-        return fail(str(error))
+    def say(line: str = "") -> None:
+        print(line, file=console, flush=True)
+
+    path = checkpoint.resolve(args.checkpoint)
+    if problem := attribution.probe_files(path):
+        raise checkpoint.CheckpointError(problem.line())
+    recipe = checkpoint.recipe_for(path, args.checkpoint)
+    recipe, note = serving(path, recipe)
     dtype = args.dtype if args.dtype != "auto" else (
         "float32" if args.device == "cpu" else "bfloat16")
     from hypothesis import settings
@@ -96,18 +128,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     session.open(owns_folder=False)  # a folder of the user's: only the session's files
     settings.load_profile(args.profile)  # the suites run in this process
     repro_dir = Path(args.export_repro) if args.export_repro else out / "repro"
-    print_header(args.checkpoint, path, recipe, note, installed_transformers(), args.device,
-                 dtype)
-    print(f"  case-level checks: profile {args.profile}, seed {seed}", flush=True)
+    say(header(args.checkpoint, path, recipe, note, installed_transformers(), args.device,
+               dtype))
+    say(f"  case-level checks: profile {args.profile}, seed {seed}")
     from conformance.results.standalone import write_standalone
 
     def with_reproducers() -> list[Verdict]:
-        verdicts = run_checks(recipe, str(path), checks)
+        # before any model loads: the HF model transformers loads is the probe (and is reused)
+        weights = (attribution.probe_weights(recipe, str(path), args.device, dtype)
+                   if any(get_check(c).loads_model for c in checks) else None)
+        verdicts = run_checks(recipe, str(path), checks, say, weights, out)
         for v in verdicts:
-            if v.status not in ("pass", "n/a"):
+            if v.status not in ("pass", "n/a") and OWNER not in v.data:
                 written = write_standalone(repro_dir, v, recipe, str(path), args.checkpoint)
                 if written is not None:
-                    v.data["reproducer"] = str(written)
+                    # absolute: the reports record it relative to their folder
+                    v.data["reproducer"] = str(written.resolve())
         return verdicts
 
     session.here(with_reproducers)
@@ -116,13 +152,46 @@ def cmd_check(args: argparse.Namespace) -> int:
         "findings_of": recipe.name, "transformers": installed_transformers(),
         "device": args.device, "dtype": dtype, "profile": args.profile, "seed": seed,
         "checks": list(checks)})
-    print_verdicts(verdicts)
-    print(f"\nreports: {out}/ (report.md, report.html, results.json, junit.xml)")
-    return 1 if any(v.status in BAD for v in verdicts) else 0
+    say(verdict_text(verdicts))
+    say(f"\nreports: {out}/ (report.md, report.html, results.json, junit.xml; the output of "
+        f"vLLM, transformers and torch: {LOG}, a failed cell's in {LOGS}/)")
+    return exit_status(verdicts)
 
 
-def print_header(ref: str, path: Path, recipe, note: str | None, version: str, device: str,
-                 dtype: str) -> None:
+def exit_status(verdicts: list[Verdict]) -> int:
+    """0: no failure of the backend's; 1: a new one; 2: only failures that are the
+    checkpoint's (or transformers', or vLLM's) problem, as a checkpoint refused up front."""
+    bad = [v for v in verdicts if v.status in BAD]
+    if any(OWNER not in v.data for v in bad):
+        return 1
+    return 2 if bad else 0
+
+
+@contextlib.contextmanager
+def third_party_output(log: Path) -> Iterator[TextIO]:
+    """Everything this process writes to its stdout and stderr (vLLM's and torch's C++
+    warnings, Python warnings, loading bars, log records) goes to `log` (a bad cell's own
+    output to its log, `run/logs.py`); the stream returned writes to the terminal's stdout, for
+    the verdicts. `log` is this run's alone, and written only where its folder exists by the
+    end: a checkpoint refused before any check leaves no folder behind."""
+    from conformance.run.logs import captured
+
+    sys.stdout.flush()
+    console = open(os.dup(1), "w", encoding="utf-8", errors="replace", buffering=1)
+    sink = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8")
+    try:
+        with sink, captured(sink):
+            yield console
+    finally:
+        console.close()
+        if log.parent.is_dir():
+            shutil.move(sink.name, log)
+        else:
+            os.unlink(sink.name)
+
+
+def header(ref: str, path: Path, recipe, note: str | None, version: str, device: str,
+           dtype: str) -> str:
     from conformance.subjects import vllm
     from fixtures.registry import RECIPE_MODULES
 
@@ -137,20 +206,28 @@ def print_header(ref: str, path: Path, recipe, note: str | None, version: str, d
             break
         except Exception:  # the backend's refusal is reported by the checks themselves
             continue
-    print(f"{recipe.architecture} at {ref}: modalities {', '.join(recipe.modalities)}; oracle "
-          f"{oracle}; transformers {version}; known findings: {findings}", flush=True)
-    print(f"  max model length {length}; up to {recipe.max_items} item(s) per prompt; "
-          f"model checks on {device} in {dtype}", flush=True)
+    lines = [f"{recipe.architecture} at {ref}: modalities {', '.join(recipe.modalities)}; "
+             f"oracle {oracle}; transformers {version}; known findings: {findings}",
+             f"  max model length {length}; up to {recipe.max_items} item(s) per prompt; "
+             f"model checks on {device} in {dtype}"]
     if note:
-        print(f"  note: {note}", flush=True)
+        lines.append(f"  note: {note}")
+    return "\n".join(lines)
 
 
-def run_checks(recipe, path: str, checks: tuple[str, ...]) -> list[Verdict]:
-    """Every check in the registry's order: checkpoint-level cells once, suites per subject."""
+def run_checks(recipe, path: str, checks: tuple[str, ...], say: Callable[[str], None],
+               weights: Problem | None = None, folder: Path | None = None) -> list[Verdict]:
+    """Every check in the registry's order: checkpoint-level cells once, suites per subject;
+    each failed cell whose problem is not the backend's keeps its owner (`OWNER`), and its
+    output in its log under `folder` (`logs.in_process`)."""
+    from functools import partial
+
     from conformance.checks import registry
     from conformance.core.vllms import current_label
     from conformance.results.verdict import CellKey
+    from conformance.run.attribution import attribute
     from conformance.run.cell import run_checkpoint
+    from conformance.run.logs import in_process
     from conformance.run.plan import CHECKPOINT_SUBJECT
     from conformance.run.suite import run_suite
     from conformance.run.versions import installed_transformers
@@ -161,14 +238,18 @@ def run_checks(recipe, path: str, checks: tuple[str, ...]) -> list[Verdict]:
         if check.level == "checkpoint":
             key = CellKey(recipe.name, version, CHECKPOINT_SUBJECT, check.id,
                           current_label())
-            found = [run_checkpoint(key, recipe, check, lambda: path, exhaustive=False)]
+            found = [in_process(folder, partial(run_checkpoint, key, recipe, check,
+                                                lambda: path, exhaustive=False))]
         else:
-            found = [run_suite(recipe.name, subject, check.id, path=path, recipe=recipe,
-                               repro_dir=None) for subject in DEFAULT_SUBJECTS]
+            found = [in_process(folder, partial(run_suite, recipe.name, subject, check.id,
+                                                path=path, recipe=recipe, repro_dir=None))
+                     for subject in DEFAULT_SUBJECTS]
         for v in found:
+            if problem := attribute(v, weights, check.loads_model):
+                v.data[OWNER] = asdict(problem)
             cases = f" ({v.data['examples']} cases)" if "examples" in v.data else ""
-            print(f"  {v.status:>7}  {v.subject} / {v.check}{cases} {v.seconds:.1f} s",
-                  flush=True)
+            owner = f" ({problem.owner})" if problem else ""
+            say(f"  {v.status:>7}  {v.subject} / {v.check}{cases} {v.seconds:.1f} s{owner}")
         verdicts += found
     return verdicts
 
@@ -176,6 +257,8 @@ def run_checks(recipe, path: str, checks: tuple[str, ...]) -> list[Verdict]:
 def row_note(v: Verdict) -> str:
     if v.status == "xfail":
         return f"known backend limitation: {v.finding}"
+    if OWNER in v.data:
+        return v.data[OWNER]["owner"]  # its cause is listed below the table
     if v.status in BAD:
         return "new"
     if v.status == "n/a":
@@ -183,37 +266,52 @@ def row_note(v: Verdict) -> str:
     return ""
 
 
-def print_verdicts(verdicts: list[Verdict]) -> None:
+def verdict_text(verdicts: list[Verdict]) -> str:
     from conformance import expectations
     from conformance.checks import get_check
 
-    print(f"\n{'check':<13} {'subject':<13} {'verdict':<8} {'cases':>5}  finding")
+    lines = [f"\n{'check':<13} {'subject':<13} {'verdict':<8} {'cases':>5}  finding"]
     for v in verdicts:
         cases = v.data.get("examples", "-")
-        print(f"{v.check:<13} {v.subject:<13} {v.status:<8} {cases:>5}  {row_note(v)}".rstrip())
+        lines.append(f"{v.check:<13} {v.subject:<13} {v.status:<8} {cases:>5}  "
+                     f"{row_note(v)}".rstrip())
     known: dict[str, list[Verdict]] = {}
     for v in verdicts:
         if v.status == "xfail":
             known.setdefault(v.finding, []).append(v)
     if known:
-        print("\nKnown backend limitations (not this checkpoint's problem; `conformance known`):")
+        lines.append("\nKnown backend limitations (not this checkpoint's problem; "
+                     "`conformance known`):")
         for finding_id, cells in known.items():
             finding = expectations.get(finding_id)
-            print(f"  - {finding_id}: {finding.title}\n      cells: "
-                  + ", ".join(f"{v.check} ({v.subject})" for v in cells))
+            lines.append(f"  - {finding_id}: {finding.title}\n      cells: "
+                         + ", ".join(f"{v.check} ({v.subject})" for v in cells))
             for v in cells:
                 if v.data.get("reproducer"):
-                    print(f"      reproducer ({v.check}): {v.data['reproducer']}")
+                    lines.append(f"      reproducer ({v.check}): {v.data['reproducer']}")
             if not any(v.data.get("reproducer") for v in cells):
-                print("      no standalone reproducer for these checks: the failing case is in "
-                      "results.json")
-    new = [v for v in verdicts if v.status in BAD]
+                lines.append("      no standalone reproducer for these checks: the failing "
+                             "case is in results.json")
+    from conformance.run.attribution import Problem
+
+    owned: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        if v.status in BAD and OWNER in v.data:
+            owned.setdefault(Problem(**v.data[OWNER]).line(), []).append(v)
+    if owned:
+        lines.append("\nNot the backend's problem (nothing to fix in the backend):")
+        for line, cells in owned.items():
+            lines.append(f"  - {', '.join(f'{v.check} ({v.subject})' for v in cells)}: "
+                         f"{line}")
+    new = [v for v in verdicts if v.status in BAD and OWNER not in v.data]
     if new:
-        print("\nWhat to fix (new failures):")
+        lines.append("\nWhat to fix (new failures):")
         for v in new:
             repro = (f"\n      reproducer: {v.data['reproducer']}" if v.data.get("reproducer")
                      else "")
-            print(f"  - {v.check} ({v.subject}), {v.status}: {' '.join(v.detail.split())[:400]}"
-                  f"\n      hint: {get_check(v.check).hint}{repro}")
-    elif not known:
-        print("\nEvery applicable check passes.")
+            lines.append(f"  - {v.check} ({v.subject}), {v.status}: "
+                         f"{' '.join(v.detail.split())[:400]}"
+                         f"\n      hint: {get_check(v.check).hint}{repro}")
+    elif not known and not owned:
+        lines.append("\nEvery applicable check passes.")
+    return "\n".join(lines)
