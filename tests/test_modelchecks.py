@@ -102,9 +102,11 @@ def test_first_items_sizes_for_every_item_fail_encoder_as_a_comparison(monkeypat
 def test_mrope_positions_match_every_reference(fixture: str) -> None:
     data = run_check(fixture, "mrope")
     assert len(data["prompts"]) >= 4
+    native = get_recipe(fixture).native_in_vllm  # else the HF model is the only reference
     for row in data["prompts"]:
         for s in mc.SUBJECTS:
-            assert row[s]["mismatched_positions"] == 0, row
+            if native:
+                assert row[s]["mismatched_positions"] == 0, row
             assert row[f"{s} vs hf"]["mismatched_positions"] == 0, row
 
 

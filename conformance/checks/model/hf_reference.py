@@ -134,18 +134,22 @@ def item_embeddings(recipe: Recipe, path: str, device: str, dtype: str, modality
 
 def mrope_positions(recipe: Recipe, path: str, device: str, dtype: str, prompt: str,
                     images: list) -> tuple[Any, int]:
-    """(positions (3, tokens), delta) as the HF model's forward computes them."""
+    """(positions (axes, tokens), delta) as the HF model's forward computes them."""
     import torch
+    from transformers import AutoConfig
 
+    # Qwen-style M-RoPE has three axes; HunYuanVL's xDRoPE has one per `mrope_section` entry
+    rope = AutoConfig.from_pretrained(path).get_text_config().rope_parameters or {}
+    axes = max(len(rope.get("mrope_section") or ()), 3)
     ids, seen = forward_inputs(recipe, path, device, dtype, prompt, "image", images)
     positions = seen.get("position_ids")
     if positions is None and not images:
         # a text-only prompt: the model hands none, and its language model places every
-        # token at its cache position on each of the three rows
-        positions = torch.arange(len(ids)).expand(3, 1, -1)
+        # token at its cache position on each of the rows
+        positions = torch.arange(len(ids)).expand(axes, 1, -1)
     if positions is None or positions.ndim != 3:
         raise ValueError("the HF model handed its language model no M-RoPE positions")
-    if positions.shape[0] == 4:  # text positions first, then the three M-RoPE rows
+    if positions.shape[0] == axes + 1:  # text positions first, then the M-RoPE rows
         positions = positions[1:]
     positions = positions[:, 0].to("cpu", copy=True).long()
     return positions, int(positions.max()) + 1 - len(ids)
