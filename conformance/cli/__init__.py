@@ -5,14 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 
+from conformance.cli.bisect import add_arguments as add_bisect_arguments
 from conformance.cli.bisect import cmd_bisect
 from conformance.cli.check import add_arguments as add_check_arguments
 from conformance.cli.check import cmd_check
-from conformance.cli.common import BASELINE, fail
+from conformance.cli.common import BASELINE, fail, other_checkout
 from conformance.cli.coverage import add_arguments as add_coverage_arguments
 from conformance.cli.coverage import cmd_coverage
 from conformance.cli.env import cmd_exec, cmd_fixtures, cmd_versions
-from conformance.cli.results import cmd_baseline, cmd_checks, cmd_gate, cmd_known, cmd_merge
+from conformance.cli.results import (
+    cmd_baseline,
+    cmd_checks,
+    cmd_findings,
+    cmd_gate,
+    cmd_known,
+    cmd_merge,
+)
 from conformance.cli.run import cmd_run
 from conformance.paths import REPORTS_DIR
 from conformance.run.versions import DEFAULT_VERSIONS
@@ -47,25 +55,47 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
                      help="model checks' dtype; tolerances follow the GPU noise floor")
     run.add_argument("--shard", help="i/n: run only shard i of n (1-based)")
-    run.add_argument("--output", help="run folder (default: reports/runs/latest)")
-    run.add_argument("--resume", action="store_true", help="keep the run folder's finished cells")
+    run.add_argument("--output", help="run folder (default: reports/runs/latest, which holds "
+                     "the latest run: a new run replaces it); one that holds an earlier run's "
+                     "results takes --resume or --fresh")
+    again = run.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="keep the run folder's finished cells and run the others")
+    again.add_argument("--fresh", action="store_true",
+                       help="start the run folder over (its earlier results are deleted)")
     run.add_argument("--cell-timeout", type=float, default=900.0, help="seconds per cell")
     run.add_argument("--fault", help="plant a fault in every cell of its subject, e.g. "
                                      "'backend-bos-doubled' (the fault proofs; a demonstration)")
+    run.add_argument("--allow-unmet", metavar="DEP", help="comma-separated packages whose "
+                     "requirement a version may run without where the package index cannot meet "
+                     "it (e.g. kernels); recorded in results.json and the reports "
+                     "(docs/versions.md). Never the default")
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check", help="every applicable check on one checkpoint")
     add_check_arguments(check, str(REPORTS_DIR / "runs" / "check"))
     check.set_defaults(func=cmd_check)
 
-    gate = sub.add_parser("gate", help="exit 1 when a cell is worse than in the baseline")
+    gate = sub.add_parser(
+        "gate", help="exit 1 when a cell is worse than in the baseline",
+        description="Compare a run with the baseline: exit 0 (pass), 1 (a cell is worse) or 2 "
+        "(no cell compared: never a pass). A transformers version the baseline lacks is "
+        "compared with the baseline's nearest version: the newest not newer than it, else the "
+        "oldest (5.23.0 with 5.20.2); a vLLM the baseline lacks likewise. The first lines say "
+        "which.")
     gate.add_argument("results", help="results.json (or its run folder)")
     gate.add_argument("--baseline", default=str(BASELINE), help="default: reports/baseline.json")
     gate.add_argument("--show-missing", action="store_true", help="list baseline cells not run")
     gate.add_argument("--baseline-version", help="compare every cell with the baseline's cell "
-                      "on this transformers version (gating a candidate against the pin)")
+                      "on this transformers version (gating a candidate against the pin; "
+                      "default: the same version, else the baseline's nearest)")
     gate.add_argument("--baseline-vllm", help="compare every cell with the baseline's cell "
-                      "of this vLLM (e.g. 0.31.0: what changed on the vLLM under test)")
+                      "of this vLLM (e.g. 0.31.0: what changed on the vLLM under test; "
+                      "default: the same vLLM, else the baseline's nearest)")
+    gate.add_argument("--details", action="store_true", help="list every cell (default: a "
+                      "summary grouped by finding and by difference, with a few cells each)")
+    gate.add_argument("--json", action="store_true", help="print the verdict as JSON: "
+                      "status, cells compared, baseline columns used, every cell of each list")
     gate.add_argument("--accept", action="append", default=[], metavar="FINDING",
                       help="let cells that passed in the baseline and this finding explains "
                       "now through (repeatable; '*': every finding)")
@@ -76,17 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--output", default=str(BASELINE), help="default: reports/baseline.json")
     base.set_defaults(func=cmd_baseline)
 
-    bis = sub.add_parser("bisect", help="first transformers release where a cell goes bad")
-    bis.add_argument("--arch", required=True, help="fixture name, e.g. gemma3")
-    bis.add_argument("--check", required=True, help="check id, e.g. prompt-ids")
-    bis.add_argument("--subject", help="default: impl (vllm-backend for checkpoint-level checks)")
-    bis.add_argument("--good", required=True, help="a release where the cell is good")
-    bis.add_argument("--bad", required=True, help="a release where the cell is bad")
-    bis.add_argument("--versions", help="comma-separated releases to search (default: every "
-                     "stable release between --good and --bad on the package index)")
-    bis.add_argument("--vllm", help="the vLLM under test, fixed while transformers moves: a "
-                     "release or a folder holding a vllm package (default: 0.31.0)")
-    bis.add_argument("--fault", help="plant an impl fault, e.g. 'offset-shift>=5.16.1' (demo)")
+    bis = sub.add_parser("bisect", help="first transformers release where a cell goes bad, "
+                         "or where a finding appears or disappears")
+    add_bisect_arguments(bis)
     bis.set_defaults(func=cmd_bisect)
 
     merge = sub.add_parser("merge", help="combine the results of shards into one report")
@@ -94,9 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--output", default=str(REPORTS_DIR / "runs" / "merged"))
     merge.set_defaults(func=cmd_merge)
 
-    ver = sub.add_parser("versions", help="list, install or lock transformers overlays")
-    ver.add_argument("action", choices=("list", "install", "lock"))
-    ver.add_argument("--versions", help="comma-separated versions (default: the matrix)")
+    ver = sub.add_parser("versions", help="list, install or lock transformers overlays; "
+                         "`newest`: the newest release that installs (the weekly gate's)")
+    ver.add_argument("action", choices=("list", "install", "lock", "newest"))
+    ver.add_argument("--versions", help="comma-separated versions (default: the matrix; for "
+                     "`newest`, every stable release on the package index)")
     ver.add_argument("--vllm", default="0.31.0", help="the vLLM release whose environment the "
                      "overlays go over (default: 0.31.0)")
     ver.set_defaults(func=cmd_versions)
@@ -106,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--fixtures", help="comma-separated fixture names (default: all)")
     fix.add_argument("--profile", default="tiny", choices=("tiny", "real"))
     fix.add_argument("--force", action="store_true", help="rebuild even if cached")
+    fix.add_argument("--json", action="store_true", help="list: as JSON")
     fix.set_defaults(func=cmd_fixtures)
 
     cov = sub.add_parser("coverage", help="the generative multimodal architectures of each "
@@ -114,7 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     cov.set_defaults(func=cmd_coverage)
 
     checks = sub.add_parser("checks", help="the catalogue of checks, as a Markdown table")
+    checks.add_argument("--json", action="store_true", help="as JSON")
     checks.set_defaults(func=cmd_checks)
+
+    found = sub.add_parser("findings", help="the known findings, one line each: id, checks, "
+                           "transformers and vLLM bounds, upstream link")
+    found.add_argument("--json", action="store_true", help="as JSON")
+    found.set_defaults(func=cmd_findings)
 
     known = sub.add_parser("known", help="the known findings, as a Markdown document")
     known.add_argument("--write", action="store_true",
@@ -129,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if refusal := other_checkout():
+        return fail(refusal)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
