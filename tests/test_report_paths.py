@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,9 +99,13 @@ def test_a_reproducer_names_no_path_and_says_when_the_harness_is_missing(tmp_pat
 @pytest.mark.vllm
 @pytest.mark.e2e
 def test_a_narrow_run_writes_no_absolute_path_and_its_reproducer_runs_elsewhere(tmp_path):
-    """Every file a run writes (results, reports, logs, reproducers) is free of the clone's
-    folder and of the run folder's; the folder moved elsewhere still replays its failure (a
-    fault impl plants itself, which its reproducer plants again)."""
+    """One failing cell end to end. Its reproducer is under the run folder's repro/ (none in
+    the repository's reports/), its log under logs/, both named relative to the folder; the CI
+    log (no TTY) is one unwrapped line per cell with N/total. Every file the run writes
+    (results, reports, logs, reproducers) is free of the clone's folder and of the run
+    folder's; the folder moved elsewhere still replays its failure (a fault impl plants itself,
+    which its reproducer plants again)."""
+    started = time.time()
     out = tmp_path / "run"
     run = subprocess.run(
         [sys.executable, "-m", "conformance", "run", "--fixtures", "llava", "--versions",
@@ -108,10 +113,17 @@ def test_a_narrow_run_writes_no_absolute_path_and_its_reproducer_runs_elsewhere(
          "--fault", "offset-shift", "--output", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]  # the planted fault
+    lines = [line for line in run.stdout.splitlines() if line.startswith("[1/1]")]
+    assert lines == ["[1/1]    fail  llava / impl / placeholders / transformers 5.17.0 "
+                     + lines[0].split("5.17.0 ", 1)[1]]
     assert machine_paths(out, ROOT, tmp_path) == {}
     cells = json.loads((out / "results.json").read_text())["cells"]
     (cell,) = cells
     assert cell["status"] == "fail" and cell["data"]["reproducer"].startswith("repro/")
+    assert cell["log"].startswith("logs/") and (out / cell["log"]).exists()
+    assert (out / cell["data"]["reproducer"]).exists()
+    assert not [p for p in (ROOT / "reports" / "repro").glob("*.py")
+                if p.stat().st_mtime >= started]
     moved = tmp_path / "elsewhere"
     os.rename(out, moved)  # as a CI artifact, downloaded
     replay = subprocess.run([sys.executable, cell["data"]["reproducer"]], cwd=moved,

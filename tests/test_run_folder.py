@@ -6,7 +6,6 @@ latest run). The console script refuses to run one checkout's code inside anothe
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -158,26 +157,5 @@ def test_the_console_script_of_a_shared_environment_refuses_another_checkout(tmp
     assert str(ROOT) in out.stderr and str(other) in out.stderr
 
 
-@pytest.mark.vllm
-@pytest.mark.e2e
-def test_a_run_keeps_its_reproducers_and_logs_in_its_folder_and_prints_one_line_a_cell(
-        tmp_path):
-    """One failing cell end to end: its reproducer under the run folder's repro/ (none in the
-    repository's reports/), its log under logs/, both named relative to the folder in
-    results.json, and a CI log (no TTY) of one unwrapped line per cell with N/total."""
-    started = time.time()
-    out = subprocess.run([sys.executable, "-m", "conformance", "run", "--fixtures", "llava",
-                          "--versions", "5.17.0", "--checks", "placeholders", "--subjects",
-                          "impl", "--fault", "offset-shift", "--jobs", "1", "--output",
-                          str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=900)
-    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
-    lines = [line for line in out.stdout.splitlines() if line.startswith("[1/1]")]
-    assert lines == ["[1/1]    fail  llava / impl / placeholders / transformers 5.17.0 "
-                     + lines[0].split("5.17.0 ", 1)[1]]
-    (cell,) = report.read_results(tmp_path)[0]
-    assert cell.status == "fail"
-    assert cell.data["reproducer"].startswith("repro/") and cell.log.startswith("logs/")
-    assert (tmp_path / cell.data["reproducer"]).exists() and (tmp_path / cell.log).exists()
-    assert not [p for p in (ROOT / "reports" / "repro").glob("*.py")
-                if p.stat().st_mtime >= started]
+# A run's folder end to end (its reproducers and logs inside it, one line a cell without a TTY,
+# no absolute path): tests/test_report_paths.py, one run for both.
