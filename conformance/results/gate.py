@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from conformance.core.signatures import magnitude, signature, wording
 from conformance.core.vllms import sort_key
 from conformance.results.cells import cells_text, one_line, short_label
-from conformance.results.known import group_known, title_of, wrapped_labels
+from conformance.results.known import finding_of, group_known, title_of, wrapped_labels
 from conformance.results.releases import ReleaseDiff, compare_releases, render_lines
 from conformance.results.verdict import BAD, CellKey, Verdict
-from impl.version import parse_version
+from impl.version import bounds, in_range, parse_version
 
 GOOD = frozenset({"pass"})
 CUT = 300  # the judge keeps each of data["differences"] to its first 300 characters
@@ -85,6 +85,22 @@ class Difference:
 
 def differences(verdict: Verdict) -> list[Difference]:
     return [Difference.of(evidence) for evidence in evidences(verdict)]
+
+
+def outside_bounds(was: Verdict, now: Verdict) -> str | None:
+    """Where a cell known in the baseline now fails with the very difference its finding
+    explained, on a version the finding's bounds leave out (a candidate release past the last
+    one the finding was measured on): what the reviewer does about it, else None. The judge
+    never stretches a finding's bounds by itself: the finding is confirmed on the new release
+    and its bounds widened, or the cell is a regression."""
+    finding = finding_of(was.finding) if was.finding else None
+    if finding is None or not finding.versions or in_range(now.version, *bounds(finding.versions)):
+        return None
+    mine, theirs = differences(now), differences(was)
+    if not mine or not all(any(m.same(t) for t in theirs) for m in mine):
+        return None
+    return (f"{was.finding}: the same difference, on a version its bounds ({finding.versions}) "
+            f"leave out: confirm it on {now.version} and widen them")
 
 
 def larger(now: float, was: float) -> bool:
@@ -390,6 +406,11 @@ def _bad_line(v: Verdict) -> str:
     return f"{v.status}: {v.key.label()}: {one_line(v.detail)}"
 
 
+def _known_bad_line(pair: tuple[Verdict, Verdict]) -> str:
+    hint = outside_bounds(*pair)
+    return _bad_line(pair[1]) + (f" [{hint}]" if hint else "")
+
+
 def _newly_known_line(now: Verdict) -> str:
     return f"{now.key.label()}: " + (f"{now.finding}: {title_of(now.finding)}"
                                       if now.finding else one_line(now.detail))
@@ -406,7 +427,7 @@ def render(result: GateResult) -> str:
         lines += [f"  {_bad_line(v)}" for v in result.new_failures]
     if result.known_now_bad:
         lines.append(_heading("known_now_bad", len(result.known_now_bad)))
-        lines += [f"  {_bad_line(now)}" for _, now in result.known_now_bad]
+        lines += [f"  {_known_bad_line(pair)}" for pair in result.known_now_bad]
     if result.known_changed:
         lines.append(_heading("known_changed", len(result.known_changed)))
         for change in result.known_changed:
@@ -481,12 +502,15 @@ def summary(result: GateResult) -> str:
     """The gate's verdict on a screen: each section's cells grouped by finding, bad cells by
     what their difference says (`first_wording`), a count and a few labels per group."""
     lines = _head(result)
-    for section, pairs in (("regressions", result.regressions),
-                           ("known_now_bad", result.known_now_bad)):
-        if pairs:
-            lines.append(_heading(section, len(pairs)))
-            lines += _grouped_lines(pairs, lambda p: _bad_group(p[1]), _now,
-                                    lambda p: _bad_line(p[1]))
+    if result.regressions:
+        lines.append(_heading("regressions", len(result.regressions)))
+        lines += _grouped_lines(result.regressions, lambda p: _bad_group(p[1]), _now,
+                                lambda p: _bad_line(p[1]))
+    if result.known_now_bad:
+        lines.append(_heading("known_now_bad", len(result.known_now_bad)))
+        lines += _grouped_lines(result.known_now_bad,
+                                lambda p: outside_bounds(*p) or _bad_group(p[1]), _now,
+                                _known_bad_line)
     if result.new_failures:
         lines.append(_heading("new_failures", len(result.new_failures)))
         lines += _grouped_lines(result.new_failures, _bad_group, lambda v: v, _bad_line)

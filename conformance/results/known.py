@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from conformance.results.cells import one_line, short_label
 from conformance.results.verdict import Verdict
+
+if TYPE_CHECKING:
+    from conformance.expectations import Finding
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,11 @@ def _findings_by_id() -> dict:
     from conformance import expectations
 
     return {f.id: f for f in expectations.load()}
+
+
+def finding_of(finding_id: str) -> Finding | None:
+    """The finding of this checkout's findings.toml with this id, or None."""
+    return _findings_by_id().get(finding_id)
 
 
 def title_of(finding_id: str) -> str:
