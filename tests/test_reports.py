@@ -322,3 +322,13 @@ def test_paths_are_recorded_relative_to_the_repository(tmp_path):
     meta = portable.portable_meta({"merged_from": [str(tmp_path / "1")], "seconds": 1.0,
                                    "nested": {"checkpoint": "owner/name"}})
     assert meta == {"merged_from": ["1"], "seconds": 1.0, "nested": {"checkpoint": "owner/name"}}
+
+
+def test_a_cell_that_is_the_checkpoints_problem_says_so_in_both_reports():
+    owner = {"owner": "the checkpoint's problem", "part": "weights",
+             "cause": "no weights file in the folder", "error": ""}
+    cells = [Verdict("llava", "5.17.0", "model", "error",
+                     "OSError: no file named model.safetensors", data={"owner": owner})]
+    line = "the checkpoint's problem, not the backend's: no weights file in the folder"
+    assert f"**vllm-backend / model: error** ({line}):" in report.markdown(cells)
+    assert f"<p class='owner'>{html.escape(line, quote=True)}</p>" in report.html_report(cells, {})

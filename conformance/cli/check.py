@@ -23,14 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
-from conformance.results.verdict import BAD, Verdict
+from conformance.results.verdict import BAD, OWNER, Verdict
 
 if TYPE_CHECKING:
     from conformance.run.attribution import Problem
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 LOG = "check.log"  # in the output folder: what vLLM, transformers and torch write
-OWNER = "owner"  # a failed cell's data: whose problem it is when not the backend's (Problem)
 
 
 def add_arguments(check: argparse.ArgumentParser, default_output: str) -> None:

@@ -34,7 +34,7 @@ from conformance.results.cells import (
     worst,
 )
 from conformance.results.markdown import finding_anchor
-from conformance.results.verdict import STATUSES, Verdict
+from conformance.results.verdict import STATUSES, Verdict, owner_line
 from conformance.results.view import View, as_view
 from impl.version import parse_version
 
@@ -405,7 +405,8 @@ def _cells(verdicts: list[Verdict], folder: Path | None) -> list[str]:
 
 def _evidence(v: Verdict, folder: Path | None) -> str:
     """A cell's whole evidence, its log and its reproducer (linked, and its text)."""
-    parts = [f"<pre class='evidence'>{esc(v.detail)}</pre>"] if v.detail else []
+    parts = [f"<p class='owner'>{esc(owner)}</p>"] if (owner := owner_line(v)) else []
+    parts += [f"<pre class='evidence'>{esc(v.detail)}</pre>"] if v.detail else []
     if v.log:  # the cell's whole output
         parts.append(f"<p>Log: <a class='log' href='{_href(v.log)}'>{esc(v.log)}</a></p>")
     if path := v.data.get("reproducer"):

@@ -19,7 +19,7 @@ from conformance.results.cells import (
 )
 from conformance.results.known import KnownGroup, observed
 from conformance.results.releases import markdown_sections
-from conformance.results.verdict import STATUSES, Verdict
+from conformance.results.verdict import STATUSES, Verdict, owner_line
 from conformance.results.view import View, as_view
 
 
@@ -100,6 +100,7 @@ def _details(view: View) -> list[str]:
                 continue
             repro = f" Reproducer: `{v.data['reproducer']}`." if v.data.get("reproducer") else ""
             log = f" Log: `{v.log}`." if v.log else ""  # its whole error text and output
-            lines.append(f"{head}: {one_line(v.detail, 700)}{repro}{log}")
+            owner = f" ({owner})" if (owner := owner_line(v)) else ""
+            lines.append(f"{head}{owner}: {one_line(v.detail, 700)}{repro}{log}")
         lines.append("")
     return lines

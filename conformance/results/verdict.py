@@ -15,6 +15,19 @@ STATUSES = ("pass", "fail", "xfail", "xpass", "inconclusive", "error", "crash", 
 # `inconclusive`: a suite cell that compared fewer cases than its floor (or never exercised a
 # sub-property it claims) and no finding explains why: not a pass
 BAD = frozenset({"fail", "xpass", "inconclusive", "error", "crash", "timeout"})
+# A failed cell's data: whose problem it is where not the backend's (`conformance check`'s
+# attribution: {"owner": ..., "part": ..., "cause": ..., "error": ...})
+OWNER = "owner"
+
+
+def owner_text(owner: str, cause: str) -> str:
+    return f"{owner}, not the backend's: {cause}"
+
+
+def owner_line(verdict: Verdict) -> str | None:
+    """Whose problem a failed cell is, where `check` found it is not the backend's."""
+    problem = verdict.data.get(OWNER)
+    return owner_text(problem["owner"], problem["cause"]) if isinstance(problem, dict) else None
 
 
 @dataclass

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance.results.verdict import BAD, Verdict
+from conformance.results.verdict import BAD, Verdict, owner_text
 
 CHECKPOINT = "the checkpoint's problem"
 TRANSFORMERS = "the checkpoint's or transformers' problem"  # transformers raises on sound files
@@ -43,7 +43,7 @@ class Problem:
     error: str = ""
 
     def line(self) -> str:
-        return f"{self.owner}, not the backend's: {self.cause}"
+        return owner_text(self.owner, self.cause)
 
 
 def quoted(error: BaseException, limit: int = LIMIT) -> str:
