@@ -28,12 +28,10 @@ def probe_version(version: str) -> dict[str, Any]:
 
 
 def fixtures_by_architecture() -> dict[str, list[str]]:
-    from fixtures.registry import available_recipes, get_recipe
+    from fixtures.registry import recipes_by_architecture
 
-    found: dict[str, list[str]] = {}
-    for name in available_recipes():
-        found.setdefault(get_recipe(name).architecture, []).append(name)
-    return found
+    return {architecture: [r.name for r in recipes]
+            for architecture, recipes in recipes_by_architecture().items()}
 
 
 def table(probes: list[dict[str, Any]], fixtures: dict[str, list[str]]) -> list[str]:

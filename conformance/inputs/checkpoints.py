@@ -94,9 +94,9 @@ def layout(config: Any, processor: Any) -> tuple[str, str | None]:
 def matching_fixture(architecture: str, config: Any, processor: Any) -> Recipe | None:
     """The fixture recipe of the checkpoint's architecture; where several recipes share it
     (LLaVA with a CLIP or a Pixtral tower), the one with the same processor and vision tower."""
-    from fixtures.registry import available_recipes, get_recipe
+    from fixtures.registry import recipes_by_architecture
 
-    same = [r for r in map(get_recipe, available_recipes()) if r.architecture == architecture]
+    same = recipes_by_architecture().get(architecture, [])
     if len(same) <= 1:
         return same[0] if same else None
     wanted = layout(config, processor)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.results.verdict import BAD, Verdict, owner_text
+from conformance.run.logs import error_line
 
 CHECKPOINT = "the checkpoint's problem"
 TRANSFORMERS = "the checkpoint's or transformers' problem"  # transformers raises on sound files
@@ -47,8 +48,7 @@ class Problem:
 
 
 def quoted(error: BaseException, limit: int = LIMIT) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
+    return error_line(error, limit)
 
 
 def probe_files(path: Path) -> Problem | None:

@@ -32,8 +32,11 @@ LOGS = "logs"  # the cells' logs, under the run folder
 CAUSE_CHARS = 300  # an error detail: the innermost cause, then what it surfaced as
 
 
-def _one_line(error: BaseException) -> str:
+def error_line(error: BaseException, limit: int | None = None) -> str:
+    """An exception on one line, its type then its message (cut at `limit` characters)."""
     message = " ".join(str(error).split())
+    if limit is not None and len(message) > limit:
+        message = message[:limit] + "…"
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
@@ -54,9 +57,9 @@ def cause_first(error: BaseException, limit: int = CAUSE_CHARS) -> str:
     as (vLLM wraps a failing HF processor call in "Failed to apply <Processor> on data=<the
     whole prompt>": the cause is what says what failed), cut at `limit` characters."""
     inner = innermost(error)
-    text = _one_line(inner)
+    text = error_line(inner)
     if inner is not error:
-        text += f" (raised as {_one_line(error)})"
+        text += f" (raised as {error_line(error)})"
     text = stable_text(text)
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
