@@ -97,6 +97,17 @@ def test_one_cpu_runs_the_tests_in_one_process(monkeypatch):
     assert boot.test_processes() == ["-n", str(boot.MAX_TEST_PROCESSES)]
 
 
+def test_each_test_process_gets_its_share_of_threads(monkeypatch):
+    boot = bootstrap()
+    monkeypatch.setattr(boot.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    assert boot.thread_share({})["OMP_NUM_THREADS"] == "1"  # two processes, a core each
+    monkeypatch.setattr(boot.os, "sched_getaffinity", lambda _: set(range(16)), raising=False)
+    assert boot.thread_share({})["OMP_NUM_THREADS"] == "4"  # four processes (the bound)
+    monkeypatch.setattr(boot.os, "sched_getaffinity", lambda _: {0}, raising=False)
+    assert boot.thread_share({})["OMP_NUM_THREADS"] == "1"
+    assert boot.thread_share({"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"  # the caller's
+
+
 def test_builders_of_one_cache_entry_wait_for_each_other(tmp_path):
     inside, overlaps = [0], []
 

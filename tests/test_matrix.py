@@ -207,10 +207,20 @@ def test_a_worker_warm_up_that_cannot_import_or_compile_goes_on(monkeypatch, cap
 
     monkeypatch.setattr(worker, "WARM_UP", ("no_such_module_anywhere",))
     monkeypatch.setattr(worker, "compile_sampler", no_sampler)
-    worker.warm_up()
+    worker.warm_up(engine=True)
     out = capsys.readouterr().out
     assert "cannot import no_such_module_anywhere" in out
     assert "sampler not compiled: no vllm.v1.sample" in out
+
+
+def test_only_a_worker_with_a_model_check_compiles_the_sampler():
+    from conformance.run import worker
+
+    def cells(*checks: str) -> list[list[str]]:
+        return [["llava", "5.17.0", "vllm-backend", check, "0.31.0"] for check in checks]
+
+    assert not worker.loads_an_engine(cells("prompt-ids", "cache", "no-such-check"))
+    assert worker.loads_an_engine(cells("prompt-ids", "generate"))
 
 
 # --- each bad cell's log, its one-line detail, and the run folder the workers are told ----------
@@ -333,7 +343,7 @@ def test_the_worker_puts_a_runs_reproducers_in_its_folder(tmp_path, monkeypatch,
     monkeypatch.setattr(cell, "run_cell", lambda key, **kw: given.append(kw) or
                         Verdict.of(key, "pass"))
     monkeypatch.setattr(worker, "build_all", lambda fixtures: None)
-    monkeypatch.setattr(worker, "warm_up", lambda: None)
+    monkeypatch.setattr(worker, "warm_up", lambda engine: None)
     messages = [{"settings": Settings().to_json(), "folder": str(tmp_path)}, [list(A)]]
     monkeypatch.setattr(worker.sys, "stdin", io.StringIO("\n".join(map(json.dumps, messages))))
     assert worker.main([]) == 0

@@ -90,7 +90,16 @@ def compile_sampler() -> None:
             Sampler.gather_logprobs(logprobs, 2, torch.zeros(rows, dtype=torch.long))
 
 
-def warm_up() -> None:
+def loads_an_engine(cells: list) -> bool:
+    """Whether any of these cells starts an engine (a model check): only then is the sampler
+    worth compiling up front."""
+    from conformance.checks import registry
+
+    checks = registry()  # an unknown check is its cell's error, not the warm-up's
+    return any(checks[raw[3]].loads_model for raw in cells if raw[3] in checks)
+
+
+def warm_up(engine: bool) -> None:
     import importlib
     import time
 
@@ -101,7 +110,8 @@ def warm_up() -> None:
         except Exception as error:  # the cells that need it report it
             print(f"warm-up: cannot import {module}: {error}", flush=True)
     try:
-        compile_sampler()
+        if engine:
+            compile_sampler()
     except Exception as error:  # another vLLM's sampler: its first cell pays instead
         print(f"warm-up: sampler not compiled: {error}", flush=True)
     print(f"warm-up: {time.monotonic() - started:.1f} s", flush=True)
@@ -140,7 +150,7 @@ def main(argv: list[str]) -> int:
             continue
         if not ready:
             build_all({raw[0] for raw in message})
-            warm_up()
+            warm_up(engine=loads_an_engine(message))
             ready = True
         for raw in message:
             key = CellKey(*raw)

@@ -322,6 +322,9 @@ class VllmSubject:
     def __init__(self, name: str, model_impl: str, path: str, recipe: Any):
         self.name, self.model_impl, self.path, self.recipe = name, model_impl, path, recipe
         self._processors: dict[Options, Any] = {}
+        # one `ModelConfig` per options: each new cache (the cache check makes several per
+        # example) would otherwise re-read and re-validate the checkpoint's config (~60 ms)
+        self._configs: dict[Options, Any] = {}
         # Video items where the backend under test takes the fixture's videos (native vLLM,
         # its oracle, is then asked for them too); no limit for video otherwise.
         self.video = backend_takes_video(recipe)
@@ -331,9 +334,11 @@ class VllmSubject:
 
     def model_config(self, options: Options = ()) -> Any:
         # `cache_gb` sizes the cache `new_cache` makes; `process` uses none unless given one.
-        return model_config(self.path, self.model_impl,
-                            {m: MAX_ITEMS for m in self.modalities}, options=options,
-                            cache_gb=4)
+        if options not in self._configs:
+            self._configs[options] = model_config(
+                self.path, self.model_impl, {m: MAX_ITEMS for m in self.modalities},
+                options=options, cache_gb=4)
+        return self._configs[options]
 
     def processor_for(self, options: Options = ()) -> Any:
         if options not in self._processors:
