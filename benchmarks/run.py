@@ -13,7 +13,7 @@
   order 2, 1, 2;
 - matrix (on request): the full default matrix through the main job, or `--from-run DIR`
   (target <= 20 min);
-- tests (on request): the README's test command (target <= 15 min);
+- tests (on request): the README's test command, warm (target <= 5 min);
 - switch: switching transformers versions (a fresh overlay) against building a new
   environment with that version (target: ratio <= 0.1 and <= 20 s);
 - vllm-approach: cached-vs-uncached comparisons done as vLLM's test_common.py does them
