@@ -2,7 +2,8 @@
 
 import pytest
 
-from conformance.cli.coverage import fixtures_by_architecture, table
+from conformance.cli.coverage import TABLE_DOC, fixtures_by_architecture, table, table_doc
+from conformance.expectations import coverage as catalogue
 from conformance.inputs.coverage import BACKEND_ONLY, FALLBACK, NATIVE
 
 
@@ -19,14 +20,70 @@ def test_the_table_marks_each_model_type_per_version_with_its_fixture():
             candidate("llava", "LlavaForX"), candidate("emu3", "Emu3ForX", BACKEND_ONLY),
             candidate("kimi", "KimiForX", FALLBACK, moe=True)]},
     ]
-    lines = table(probes, {"LlavaForX": ["llava", "pixtral"]})
+    known = catalogue.Catalogue(frozenset({"kimi"}), {"emu3": catalogue.Unservable(
+        "emu3", "its VQ tokens are no placeholder", "ValueError: no placeholder", "x.py")})
+    lines = table(probes, {"LlavaForX": ["llava", "pixtral"]}, known)
     assert lines[0] == "| model type | class | vLLM | MoE | fixture | 5.12.1 | 5.17.0 |"
-    assert "| emu3 | Emu3ForX | backend-only |  | – | – | ✓ |" in lines
-    assert "| kimi | KimiForX | fallback | yes | – | – | ✓ |" in lines
+    assert ("| emu3 | Emu3ForX | backend-only |  | unservable: its VQ tokens are no "
+            "placeholder | – | ✓ |") in lines
+    assert "| kimi | KimiForX | fallback | yes | planned | – | ✓ |" in lines
     assert "| llava | LlavaForX | native |  | llava, pixtral | ✓ | ✓ |" in lines
-    assert lines[-1] == ("3 model types; 1 with a fixture; 1 served only through the backend, "
-                         "1 unknown to vLLM's registry (the backend is its fallback); "
-                         "1 with experts")
+    assert lines[-1] == ("3 model types; 1 with a fixture, 1 planned, 1 unservable; 1 served "
+                         "only through the backend, 1 unknown to vLLM's registry (the backend "
+                         "is its fallback); 1 with experts")
+    assert "| other | OtherForX | native |  | – (not in coverage.toml) | ✓ |" in table(
+        [{"transformers": "5.17.0", "candidates": [candidate("other", "OtherForX")]}], {})
+
+
+# --- the catalogue: every candidate of every default version has a fixture or a word ----------
+
+
+def test_the_recorded_probes_are_the_default_versions():
+    from conformance.run.versions import DEFAULT_VERSIONS
+
+    # a version joining the default matrix brings its architectures: `coverage --write`
+    assert [p["transformers"] for p in catalogue.read_snapshot()] == list(DEFAULT_VERSIONS)
+
+
+def test_every_candidate_has_a_fixture_or_an_entry_and_no_entry_is_stale():
+    gaps = catalogue.uncovered(catalogue.read_snapshot(), fixtures_by_architecture(),
+                               catalogue.load())
+    assert not gaps["missing"], ("candidates with neither a fixture nor an entry in "
+                                 f"coverage.toml: {gaps['missing']}")
+    assert not gaps["stale"], f"entries coverage.toml should drop: {gaps['stale']}"
+
+
+def test_a_new_candidate_or_a_stale_entry_is_named():
+    probes = [{"transformers": "5.17.0", "candidates": [
+        candidate("llava", "LlavaForX"), candidate("newcomer", "NewForX")]}]
+    known = catalogue.Catalogue(frozenset({"llava", "gone"}), {})
+    gaps = catalogue.uncovered(probes, {"LlavaForX": ["llava"]}, known)
+    assert gaps == {"missing": ["newcomer (5.17.0)"],
+                    "stale": ["llava (has a fixture)", "gone (in no probed version)"]}
+    # one candidate release probed alone: what it lacks may be in the default versions
+    assert catalogue.uncovered(probes, {"LlavaForX": ["llava"]}, known,
+                               every_version=False)["stale"] == ["llava (has a fixture)"]
+
+
+@pytest.mark.parametrize("entry, says", [
+    ('model_type = "x"\nreason = "r"\nevidence = ""\nconfirmed_by = "README.md"',
+     "x: unservable needs its reason and the evidence of a real attempt"),
+    ('model_type = "x"\nreason = "r"\nevidence = "E"\nconfirmed_by = "reports/nope.py"',
+     "x: confirmed_by 'reports/nope.py' is no file of the repository"),
+    ('model_type = "x"\nreason = "r"\nevidence = "E"\nconfirmed_by = "README.md"\nwhy = 1',
+     "unservable entry 'x': "),
+])
+def test_a_malformed_entry_is_refused_in_one_line(entry, says, tmp_path):
+    path = tmp_path / "coverage.toml"
+    path.write_text(f"planned = []\n[[unservable]]\n{entry}\n")
+    with pytest.raises(ValueError, match=says):
+        catalogue.load(path)
+
+
+def test_the_coverage_document_is_current():
+    probes = catalogue.read_snapshot()
+    expected = table_doc(probes, table(probes, fixtures_by_architecture(), catalogue.load()))
+    assert TABLE_DOC.read_text() == expected, "run `conformance coverage --snapshot --write`"
 
 
 @pytest.mark.vllm
@@ -45,3 +102,8 @@ def test_the_probe_reads_transformers_and_vllms_registry():
     assert found["T5Gemma2ForConditionalGeneration"]["encoder_decoder"]
     # every fixture's architecture is a candidate: coverage is measured against the same list
     assert set(fixtures_by_architecture()) <= set(found)
+    # and the recorded probe of this version is what the probe says now
+    recorded = {p["transformers"]: p for p in catalogue.read_snapshot()}
+    here = probe()
+    if here["transformers"] in recorded:
+        assert recorded[here["transformers"]] == here, "run `conformance coverage --write`"
