@@ -26,6 +26,42 @@ def test_every_release_has_locks_for_its_builds():
     assert not vllms.RELEASES["0.33.0"].lock("cpu").exists()  # CUDA only
 
 
+# --- what a release supports, read from the release -------------------------------------------
+
+
+@pytest.mark.parametrize("requires, spec", [
+    (["torch==2.13.0", "transformers<5.18.0,>=5.10.4", "tokenizers"], ">=5.10.4,<5.18.0"),
+    (["transformers >= 5.16.1, < 5.20.0 ; python_version >= '3.10'"], ">=5.16.1,<5.20.0"),
+    (["transformers[torch] (<5.21,>=5.16.1)"], ">=5.16.1,<5.21"),
+    (["transformers-stream-generator", "torch"], ""),
+    (None, ""),
+])
+def test_the_transformers_requirement_is_read_from_the_metadata(requires, spec):
+    from conformance.core.vllm_facts import requirement
+
+    assert requirement(requires) == spec
+
+
+def test_todays_releases_windows_are_what_their_metadata_says():
+    # read from each release (its environment where this machine has it, else the record of
+    # the environments built here): nothing typed in by hand
+    assert vllms.RELEASES["0.31.0"].window == ("5.10.4", "5.18.0")
+    assert vllms.RELEASES["0.32.0"].window == ("5.16.1", "5.20.0")
+    assert "HunYuanVLForConditionalGeneration" in vllms.RELEASES["0.31.0"].facts.backend_classes
+
+
+@pytest.mark.vllm
+def test_the_record_is_what_each_environment_here_says():
+    from conformance.core import vllm_facts
+
+    here = {vllms.DEFAULT_VLLM: Path(vllms.sys.executable)}
+    here.update({v: r.python for v, r in vllms.RELEASES.items()
+                 if v != vllms.DEFAULT_VLLM and r.python.exists()})
+    for version, python in here.items():  # 0.31.0 everywhere; 0.32.0 where it was built
+        assert vllm_facts.recorded().get(version) == vllm_facts.facts(str(python)), (
+            f"vLLM {version}: re-record with `conformance versions vllm-facts --write`")
+
+
 def test_an_unknown_release_or_a_folder_without_vllm_is_a_one_line_error(tmp_path):
     with pytest.raises(ValueError, match="unknown vLLM release '0.9.9'"):
         vllms.parse("0.9.9")

@@ -117,12 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
     merge.set_defaults(func=cmd_merge)
 
     ver = sub.add_parser("versions", help="list, install or lock transformers overlays; "
-                         "`newest`: the newest release that installs (the weekly gate's)")
-    ver.add_argument("action", choices=("list", "install", "lock", "newest"))
+                         "`newest`: the newest release that installs (the weekly gate's); "
+                         "`vllm-facts`: what each vLLM release's metadata and registry say")
+    ver.add_argument("action", choices=("list", "install", "lock", "newest", "vllm-facts"))
     ver.add_argument("--versions", help="comma-separated versions (default: the matrix; for "
                      "`newest`, every stable release on the package index)")
     ver.add_argument("--vllm", default="0.31.0", help="the vLLM release whose environment the "
                      "overlays go over (default: 0.31.0)")
+    ver.add_argument("--write", action="store_true", help="vllm-facts: record the releases "
+                     "whose environments this machine has in reports/vllm_facts.json")
     ver.set_defaults(func=cmd_versions)
 
     fix = sub.add_parser("fixtures", help="list or build the offline fixtures")

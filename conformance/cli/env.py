@@ -7,9 +7,11 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conformance.cli.common import csv, fail
+from conformance.paths import ROOT
 from conformance.run.versions import DEFAULT_VERSIONS, in_vllm_window
 from impl.version import parse_version
 
@@ -17,11 +19,49 @@ if TYPE_CHECKING:
     from fixtures.recipe import Recipe
 
 
+def show_vllm_facts(write: bool, spec: str) -> int:
+    """Each release's facts, probed in its environment where this machine has it (or, `spec`
+    a folder: in the folder's vllm package, an unpacked wheel of a release whose environment
+    cannot be built here, over its release's), else as recorded; `write` records the probed
+    ones (keeping the others' records)."""
+    from conformance.core import vllm_facts, vllms
+    from conformance.core.vllms import DEFAULT_VLLM, RELEASES
+
+    folder = None
+    if vllms.is_folder_spec(spec):
+        try:
+            folder = vllms.from_folder(spec)
+        except ValueError as error:
+            return fail(str(error))
+    found = dict(vllm_facts.recorded())
+    for version, rel in RELEASES.items():
+        python = Path(sys.executable) if version == DEFAULT_VLLM else rel.python
+        source = None
+        if folder is not None and vllms.release_of(folder.label) == version:
+            python, source = Path(sys.executable), str(folder.source)
+        probed = vllm_facts.facts(str(python), source) if python.exists() else None
+        facts = probed or found.get(version)
+        said = "probed" if probed else "recorded" if facts else "unknown: no environment here"
+        if probed:
+            found[version] = probed
+        if facts is None:
+            print(f"vLLM {version}: {said}")
+            continue
+        print(f"vLLM {version} ({facts.distribution} {facts.version}, {said}): transformers "
+              f"{facts.transformers}; backend-only classes: {', '.join(facts.backend_classes)}")
+    if write:
+        vllm_facts.record(found)
+        print(f"wrote {vllm_facts.RECORDED.relative_to(ROOT)}")
+    return 0
+
+
 def cmd_versions(args: argparse.Namespace) -> int:
     from conformance.core.vllms import DEFAULT_VLLM, release, unsupported
     from conformance.run import versions
     from impl.version import placeholder_strategy
 
+    if args.action == "vllm-facts":
+        return show_vllm_facts(args.write, args.vllm)
     vllm = release(args.vllm).version  # a one-line error for an unknown release
     if args.action == "newest":  # stdout: the version alone; stderr: each newer one skipped
         chosen = versions.requested_versions(args.versions, default=()) or \

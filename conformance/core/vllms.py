@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.core import vllm_facts
 from conformance.core.settings import current
 from conformance.paths import ENV_DIR, ROOT
 from impl.version import in_range, parse_version
@@ -32,13 +33,11 @@ IMPL_REFERENCE = DEFAULT_VLLM
 
 @dataclass(frozen=True)
 class Release:
+    """A release whose environment the bootstrap can build (`env/vllm-X/`). What it supports
+    is not written here: it is read from the release itself (`facts`)."""
+
     version: str
-    window: tuple[str, str]  # the transformers versions it requires: >=, <
     builds: tuple[str, ...] = ("cpu", "gpu")  # the flavours it has on the package index
-    # The first transformers version on which its Transformers backend takes video items
-    # (None: it takes none on any). vLLM 0.32.0 checks for 5.18.0 (`_is_video_model`: the
-    # processors' video token counts) and otherwise serves images and audio only.
-    video_from: str | None = None
 
     @property
     def spec_dir(self) -> Path:
@@ -60,16 +59,32 @@ class Release:
         name = flavor or ("gpu" if os.environ.get("CONFORMANCE_FLAVOR") == "gpu" else "cpu")
         return self.spec_dir / f"requirements-{name}.lock"
 
+    @property
+    def facts(self) -> vllm_facts.Facts | None:
+        """Read from its environment where this machine has it (probed once, then cached),
+        else from the record of the environments built here (`reports/vllm_facts.json`);
+        None: neither (a CUDA-only release on a CPU machine)."""
+        python = Path(sys.executable) if self.version == DEFAULT_VLLM else self.python
+        if python.exists():
+            found = vllm_facts.facts(str(python))
+            if found is not None:
+                return found
+        return vllm_facts.recorded().get(self.version)
+
+    @property
+    def window(self) -> tuple[str | None, str | None]:
+        """The transformers versions it requires (>=, <), from its metadata; unknown: None."""
+        return self.facts.window if self.facts else (None, None)
+
     def window_text(self) -> str:
-        return f">={self.window[0]},<{self.window[1]}"
+        return self.facts.transformers if self.facts else "unknown (no environment, no record)"
 
 
 RELEASES: dict[str, Release] = {
-    "0.31.0": Release("0.31.0", ("5.10.4", "5.18")),
-    "0.32.0": Release("0.32.0", ("5.16.1", "5.20.0"), video_from="5.18.0"),
-    # CUDA only (torch 2.14.0): the nightly GPU job's; env/vllm-0.33.0 has no CPU lock. Its
-    # backend's video support is not verified here, so its suites draw no video yet.
-    "0.33.0": Release("0.33.0", ("5.16.1", "5.21.0"), builds=("gpu",)),
+    "0.31.0": Release("0.31.0"),
+    "0.32.0": Release("0.32.0"),
+    # CUDA only (torch 2.14.0): the nightly GPU job's; env/vllm-0.33.0 has no CPU lock
+    "0.33.0": Release("0.33.0", builds=("gpu",)),
 }
 
 
@@ -190,28 +205,27 @@ def unsupported(label: str, transformers: str) -> str | None:
         found = RELEASES[release_of(label)]
     except KeyError:
         return None  # an unknown label (an old result): nothing to say
-    if in_range(transformers, found.window[0]):
+    low, _ = found.window
+    if low is None or in_range(transformers, low):
         return None
     return (f"transformers {transformers} is below vLLM {found.version}'s window "
             f"{found.window_text()}: that release does not support it")
 
 
-def backend_takes_video(label: str, transformers: str) -> bool:
-    """Whether the Transformers backend of this vLLM takes video items on `transformers`: the
-    one place the suites ask before drawing videos (a folder's vLLM as its release's; an
-    unknown label takes none). Only inside the release's transformers window: above it the
-    oracle, native vLLM, may not process video at all (0.32.0's Qwen3-VL on 5.24.0 calls the HF
-    processor with the prompt's text alone, which 5.24.0 rejects: 'Found 1 <|video_pad|> tokens
-    in the text but no videos were passed')."""
-    found = RELEASES.get(release_of(label))
-    return found is not None and found.video_from is not None and \
-        in_range(transformers, found.video_from) and not above_window(label, transformers)
+def video_comparable(label: str, transformers: str) -> bool:
+    """Whether video items can be compared on this vLLM and transformers at all: only inside
+    the release's transformers window. Above it the oracle, native vLLM, may not process video
+    (0.32.0's Qwen3-VL on 5.24.0 calls the HF processor with the prompt's text alone, which
+    5.24.0 rejects: 'Found 1 <|video_pad|> tokens in the text but no videos were passed').
+    Whether the backend takes video is asked of the backend (`subjects/vllm.py`)."""
+    return release_of(label) in RELEASES and not above_window(label, transformers)
 
 
 def above_window(label: str, transformers: str) -> bool:
     """Beyond the release's pin: an upgrade candidate for it."""
     found = RELEASES.get(release_of(label))
-    return found is not None and not in_range(transformers, None, found.window[1])
+    high = found.window[1] if found else None
+    return high is not None and not in_range(transformers, None, high)
 
 
 def ensure_env(under_test: VllmUnderTest, log=print) -> Path:

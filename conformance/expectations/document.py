@@ -86,7 +86,8 @@ def shown_on(finding: Finding, vllm: str) -> str:
     if any(matches(version, finding.versions) for version in MEASURED_VLLMS[vllm]):
         return "yes"
     _, upper = bounds(finding.versions)
-    if upper is not None and not in_range(RELEASES[vllm].window[0], None, upper):
+    low = RELEASES[vllm].window[0]  # from the release's metadata (None: unknown here)
+    if upper is not None and low is not None and not in_range(low, None, upper):
         return "n/a"
     return "not measured"
 

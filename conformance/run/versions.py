@@ -34,9 +34,6 @@ ENV_VERSION = "5.17.0"
 DEFAULT_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.24.0")
 """The matrix: two Legacy-path versions, two inside vLLM's window, two upgrade candidates."""
 
-VLLM_WINDOW = RELEASES[DEFAULT_VLLM].window
-"""vLLM 0.31.0 requires transformers >=5.10.4,<5.18 (every release's: `vllms.RELEASES`)."""
-
 OVERLAY_PACKAGES = ("transformers", "tokenizers", "huggingface-hub")
 OVERLAY_LOCK = ENV_DIR / "transformers-overlays.lock"
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)")
@@ -68,6 +65,7 @@ def requested_versions(text: str | None, default: tuple[str, ...] = DEFAULT_VERS
 
 
 def in_vllm_window(version: str, vllm: str = DEFAULT_VLLM) -> bool:
+    """Inside the transformers window the release's metadata requires (unknown: inside)."""
     return in_range(version, *RELEASES[vllm].window)
 
 

@@ -296,16 +296,31 @@ def apply(processor: Any, prompt: str | list[int], mm_data: dict, cache: Any = N
 # --- the subjects ------------------------------------------------------------------------------
 
 
-def backend_takes_video(recipe: Any) -> bool:
+def backend_takes_video(recipe: Any, path: str) -> bool:
     """Whether the suites give this fixture's backend video items: its architecture takes
-    video and the Transformers backend of the vLLM under test takes it on the installed
-    transformers (`vllms.backend_takes_video`, from the release)."""
+    video, video can be compared on this vLLM and transformers (`vllms.video_comparable`), and
+    the backend of the vLLM under test says it takes video for the checkpoint at `path`."""
     import transformers
 
     from conformance.core import vllms
 
-    return bool(getattr(recipe, "takes_video", False)) and vllms.backend_takes_video(
-        vllms.current_label(), transformers.__version__)
+    return (bool(getattr(recipe, "takes_video", False))
+            and vllms.video_comparable(vllms.current_label(), transformers.__version__)
+            and "video" in backend_modalities(path))
+
+
+@functools.cache
+def backend_modalities(path: str) -> frozenset[str]:
+    """The modalities the Transformers backend of the installed vLLM serves for the checkpoint
+    at `path` on the installed transformers: what its processing info reports to the engine
+    (`get_supported_mm_limits`). Asked of the backend, not written down per release: vLLM 0.31.0
+    reports no video on any transformers, 0.32.0 reports it from 5.18.0 for a processor with a
+    video processor that counts its tokens. None where the backend cannot be made."""
+    try:
+        processor = create_processor(path, BACKEND, {})
+        return frozenset(processor.info.get_supported_mm_limits())
+    except Exception:  # noqa: BLE001 - the cells report why the backend cannot be made
+        return frozenset()
 
 
 class VllmSubject:
@@ -327,7 +342,7 @@ class VllmSubject:
         self._configs: dict[Options, Any] = {}
         # Video items where the backend under test takes the fixture's videos (native vLLM,
         # its oracle, is then asked for them too); no limit for video otherwise.
-        self.video = backend_takes_video(recipe)
+        self.video = backend_takes_video(recipe, path)
         self.modalities = tuple(recipe.modalities) + (("video",) if self.video else ())
         if self.video:
             self.capabilities = VllmSubject.capabilities | {VIDEO}

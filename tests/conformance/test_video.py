@@ -1,6 +1,7 @@
 """Video items: the media generator makes them from a seed, one decision says which vLLM's
-backend takes them (from its release and the transformers version), and only suites whose
-subject takes them draw them; without video the draws are those of before. No model runs."""
+backend takes them (the backend's own answer, inside the release's transformers window), and
+only suites whose subject takes them draw them; without video the draws are those of before.
+No model runs."""
 
 from __future__ import annotations
 
@@ -50,19 +51,29 @@ def test_a_video_case_round_trips_through_json():
     assert Case.from_json(case.to_json()) == case
 
 
-@pytest.mark.parametrize(("label", "transformers", "takes"), [
-    ("0.31.0", "5.17.0", False),  # its backend has no video on any transformers
-    ("0.31.0", "5.19.0", False),
-    ("0.32.0", "5.17.0", False),  # below 5.18.0 its backend disables video
-    ("0.32.0", "5.18.0", True),
+@pytest.mark.parametrize(("label", "transformers", "comparable"), [
+    ("0.31.0", "5.17.0", True),  # inside its window (its backend then says it takes none)
+    ("0.31.0", "5.19.0", False),  # above it: native vLLM, the oracle, may take none
     ("0.32.0", "5.19.0", True),
-    ("0.32.0", "5.24.0", False),  # above its window native vLLM (the oracle) may take none
+    ("0.32.0", "5.24.0", False),
     ("0.32.1@vllm-src", "5.19.0", True),  # a folder of 0.32.x, as its release
-    ("0.33.0", "5.19.0", False),  # not verified: no video yet
     ("0.40.0", "5.19.0", False),  # an unknown label
 ])
-def test_which_vllm_backend_takes_video(label, transformers, takes):
-    assert vllms.backend_takes_video(label, transformers) is takes
+def test_video_is_compared_only_inside_the_release_window(label, transformers, comparable):
+    # the windows come from each release's metadata (tests/test_vllms.py)
+    assert vllms.video_comparable(label, transformers) is comparable
+
+
+@pytest.mark.vllm
+def test_vllm_0_31_backend_reports_no_video_for_a_video_architecture():
+    # asked of the backend itself (its processing info's supported modalities), not written
+    # down per release; vLLM 0.32.0's answer on 5.19.0 ("video") is what the slow
+    # tests/conformance/test_mixed.py run on its environment draws videos from
+    from conformance.subjects.context import fixture_path
+    from conformance.subjects.vllm import backend_modalities
+
+    assert backend_modalities(str(fixture_path("qwen2_vl"))) == frozenset({"image"})
+    assert backend_modalities("/nowhere") == frozenset()  # no backend: the cells say why
 
 
 def test_the_fixtures_that_take_video_are_the_video_architectures():
@@ -70,20 +81,23 @@ def test_the_fixtures_that_take_video_are_the_video_architectures():
     assert takes == VIDEO_FIXTURES
 
 
-@pytest.mark.parametrize(("label", "version", "fixture", "takes"), [
-    ("0.32.0", "5.19.0", "qwen2_vl", True),
-    ("0.32.0", "5.17.0", "qwen2_vl", False),
-    ("0.31.0", "5.19.0", "qwen2_vl", False),
-    ("0.32.0", "5.19.0", "llava", False),  # the architecture takes no video
+@pytest.mark.parametrize(("label", "version", "fixture", "reports", "takes"), [
+    ("0.32.0", "5.19.0", "qwen2_vl", {"image", "video"}, True),
+    ("0.32.0", "5.17.0", "qwen2_vl", {"image"}, False),  # what 0.32.0's backend says below 5.18
+    ("0.32.0", "5.24.0", "qwen2_vl", {"image", "video"}, False),  # above the window
+    ("0.32.0", "5.19.0", "llava", {"image", "video"}, False),  # the architecture takes none
 ])
 def test_only_the_backend_draws_video_and_only_where_it_takes_it(monkeypatch, label, version,
-                                                                 fixture, takes):
+                                                                 fixture, reports, takes):
     import transformers
+
+    from conformance.subjects import vllm as adapter
 
     use(current().but(vllm=label))  # tests/conftest.py restores the settings
     monkeypatch.setattr(transformers, "__version__", version)
+    monkeypatch.setattr(adapter, "backend_modalities", lambda path: frozenset(reports))
     recipe = get_recipe(fixture)
-    assert backend_takes_video(recipe) is takes
+    assert backend_takes_video(recipe, "/nowhere") is takes
     backend = VllmSubject("vllm-backend", BACKEND, "/nowhere", recipe)
     assert backend.modalities == recipe.modalities + (("video",) if takes else ())
     for subject, video in ((backend, takes), (ImplSubject("/nowhere", recipe), False)):
