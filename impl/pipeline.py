@@ -93,9 +93,12 @@ def parse_media(processor: Any, mm_data: Mapping[str, Sequence[Any]]) -> Media:
 
 
 def processor_data(media: Media) -> dict[str, list[Any]]:
-    """Media under the HF processor's argument names; modalities without items are left out."""
+    """Media under the HF processor's argument names; modalities without items are left out.
+    Each call gets lists of its own: a processor may write into the list it is given
+    (VibeVoice's feature extractor stores each normalised audio back in it), and the items'
+    hashes are read from `media` afterwards."""
     names = {"image": "images", "audio": "audio"}
-    return {names[modality]: items for modality, items in media.items() if items}
+    return {names[modality]: list(items) for modality, items in media.items() if items}
 
 
 def reprocess_audios(

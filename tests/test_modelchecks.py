@@ -280,3 +280,23 @@ def test_a_model_reproducer_runs_alone_and_compares_with_every_reference(
     assert run.returncode == status, run.stdout + run.stderr[-2000:]
     assert said in run.stdout
     assert "backend vs the HF model: agrees" in run.stdout or status == 1
+
+
+@pytest.mark.model
+def test_an_moe_model_loaded_after_a_dense_one_finds_its_expert_group():
+    # a worker loads fixtures in any order: groups a dense model's config made (no expert
+    # group) are made again, or the MoE model fails 'expert parallel group is not initialized'
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import parallel_state
+
+    from conformance.checks.model.loading import ensure_distributed
+    from conformance.subjects import vllm as adapter
+
+    ensure_distributed()
+    parallel_state.destroy_model_parallel()
+    dense = adapter.vllm_config(str(build_fixture("llava")), adapter.NATIVE, {}, "cpu", "float32")
+    with set_current_vllm_config(dense):
+        parallel_state.initialize_model_parallel(1, 1)  # as a dense model's engine makes them
+    assert parallel_state._EP is None
+    ensure_distributed()
+    assert parallel_state.get_ep_group() is not None

@@ -126,6 +126,32 @@ def test_counts_that_do_not_add_up_to_the_marked_positions_are_an_error():
         hf_expansion.split_marked([3, 4, 5, 8, 9], [3, 3])
 
 
+def test_counts_of_the_embedded_positions_cut_the_marked_ones_too():
+    """transformers 5.25 counts only the tokens receiving features (Aya Vision, InternVL,
+    Idefics3): each item then spans its embedded tokens, its own opening tokens and as many
+    closing ones as the last item has; counts adding up to neither meaning stay an error."""
+    start, tile, patch, end = 1, 2, 9, 3
+    # Aya Vision-like: an image with a tile and the global view, then one with the global
+    # view alone, text between them (unmarked positions 6 and 7)
+    marked = [0, 1, 2, 3, 4, 5, 8, 9, 10, 11]
+    ids = [start, tile, patch, tile, patch, end, start, tile, patch, end]
+    assert hf_expansion.split_marked(marked, [2, 1], ids, patch) == \
+        [[0, 1, 2, 3, 4, 5], [8, 9, 10, 11]]
+    assert hf_expansion.split_marked(marked, [6, 4], ids, patch) == \
+        [[0, 1, 2, 3, 4, 5], [8, 9, 10, 11]]  # the whole meaning, as before
+    # Idefics3-like: the token opening an item also separates its crops, and two items touch
+    fake, glob = 4, 5
+    ids = [fake, patch, fake, glob, patch, fake, fake, glob, patch, fake]
+    assert hf_expansion.split_marked(list(range(10)), [2, 1], ids, patch) == \
+        [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9]]
+    for counts in ([2, 2], [1, 1], [4]):
+        with pytest.raises(ValueError, match=rf"^processor marks 10 positions but counts "
+                                             rf"\[{', '.join(map(str, counts))}\]$"):
+            hf_expansion.split_marked(list(range(10)), counts, ids, patch)
+    with pytest.raises(ValueError, match=r"^processor marks 10 positions but counts \[2, 1\]$"):
+        hf_expansion.split_marked(list(range(10)), [2, 1])  # no ids: the whole meaning only
+
+
 def counting_one_more(monkeypatch) -> None:
     """Every HF processor loaded from now counts one image token more per item than its
     prompt marks: the prompt holds too few placeholder tokens for its counts."""

@@ -13,7 +13,7 @@ from conformance.checks.contract import Check, MediaHook, Outcome, Proof
 from conformance.checks.differences import describe, prompt_differences
 from conformance.core.subjects import HF, VLLM_BACKEND
 from conformance.inputs.cases import Case
-from conformance.inputs.media import mm_data, smoke_media
+from conformance.inputs.media import audio_rate, mm_data, smoke_media
 from conformance.subjects import vllm
 from fixtures.recipe import Recipe
 
@@ -24,8 +24,9 @@ def items_per_prompt(recipe: Recipe) -> int:
     return min(ITEMS_PER_PROMPT, recipe.max_items)
 
 
-def smoke_case(recipe: Recipe) -> Case:
-    """The recipe's two-item prompt as a case (for the subjects' adapters)."""
+def smoke_case(recipe: Recipe, path: str) -> Case:
+    """The recipe's two-item prompt as a case (for the subjects' adapters), its audio at the
+    checkpoint's rate."""
     modality, count = recipe.modalities[0], items_per_prompt(recipe)
     placeholder = recipe.placeholder[modality]
     if placeholder:
@@ -33,14 +34,15 @@ def smoke_case(recipe: Recipe) -> Case:
             placeholder, "{0}")))
     else:  # the model places its items itself (PaliGemma): the prompt is plain text
         segments = (recipe.render_prompt(modality, count), *[""] * count)
-    return Case(recipe.name, modality, segments, smoke_media(modality, count))
+    return Case(recipe.name, modality, segments,
+                smoke_media(modality, count, audio_rate(recipe, path)))
 
 
 def against_hf(recipe: Recipe, path: str) -> Outcome:
     """Without a native vLLM model the HF processor's own expansion is the oracle."""
     from conformance.subjects import make_subject
 
-    case = smoke_case(recipe)
+    case = smoke_case(recipe, path)
     expected = make_subject(HF, path, recipe).process(case)
     actual = make_subject(VLLM_BACKEND, path, recipe).process(case)
     found = prompt_differences(expected, actual, ("hf", "backend"))
@@ -53,7 +55,7 @@ def run(recipe: Recipe, path: str, *, subject_media: MediaHook | None = None,
         **_: object) -> Outcome:
     if not recipe.native_in_vllm:
         return against_hf(recipe, path)
-    case = smoke_case(recipe)
+    case = smoke_case(recipe, path)
     modality, limits = case.modality, {case.modality: len(case.media)}
     prompt = recipe.render_prompt(modality, len(case.media))
     results = {}
@@ -62,8 +64,8 @@ def run(recipe: Recipe, path: str, *, subject_media: MediaHook | None = None,
         if impl == vllm.BACKEND and subject_media:
             items = subject_media(items)
         processor = vllm.create_processor(path, impl, limits)
-        results[impl] = vllm.from_vllm_output(vllm.apply(processor, prompt,
-                                                         mm_data(modality, items)))
+        results[impl] = vllm.from_vllm_output(vllm.apply(
+            processor, prompt, mm_data(modality, items, case.media[0].rate)))
     native, backend = results[vllm.NATIVE], results[vllm.BACKEND]
     data = {
         "prompt_len": len(native.prompt_ids),

@@ -16,18 +16,19 @@ from typing import Any
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.cases import Case
-from conformance.inputs.media import Media
+from conformance.inputs.media import Media, audio_rate
 from conformance.subjects import vllm
 from fixtures.recipe import Recipe
 
 
-def probes(modality: str) -> tuple[Media, ...]:
-    """The largest items the suites draw: the biggest square and both extreme aspects."""
+def probes(modality: str, rate: int) -> tuple[Media, ...]:
+    """The largest items the suites draw: the biggest square and both extreme aspects; the
+    longest audio (at `rate` Hz)."""
     # imported here: the strategies module loads the hypothesis profile when imported
-    from conformance.inputs.strategies import AUDIO_SAMPLES, IMAGE_SIDES, MAX_ASPECT
+    from conformance.inputs.strategies import IMAGE_SIDES, MAX_ASPECT, audio_samples
 
     if modality == "audio":
-        return (Media("audio", samples=AUDIO_SAMPLES[1], seed=0),)
+        return (Media("audio", samples=audio_samples(rate)[1], seed=0, rate=rate),)
     side, thin = IMAGE_SIDES[1], int(IMAGE_SIDES[1] / MAX_ASPECT) + 1
     return tuple(Media("image", height=h, width=w, seed=i)
                  for i, (h, w) in enumerate(((side, side), (side, thin), (thin, side))))
@@ -46,7 +47,7 @@ def observed(recipe: Recipe, path: str, modality: str) -> dict[str, int]:
     """Embeddings of each probe, each alone in a prompt, as the backend places them."""
     subject = vllm.BackendSubject(path, recipe)
     out: dict[str, int] = {}
-    for media in probes(modality):
+    for media in probes(modality, audio_rate(recipe, path)):
         case = Case(recipe.name, modality, ("", ""), (media,))
         placed = subject.process(case).placeholders.get(modality, ())
         out[media.describe()] = sum(len(p.embed_positions) for p in placed)

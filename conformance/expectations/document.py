@@ -23,7 +23,7 @@ BASELINE = ROOT / "reports" / "baseline.json"  # where each finding was observed
 WIDTH = 100
 
 MEASURED_VLLMS: dict[str, tuple[str, ...]] = {
-    "0.31.0": ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.24.0"),
+    "0.31.0": ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.24.0", "5.25.0"),
     "0.32.0": ("5.17.0", "5.19.0", "5.20.2", "5.24.0"),
 }
 """The releases every finding was measured on, with the transformers versions of their matrix

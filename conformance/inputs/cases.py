@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from conformance.inputs.media import Media, mm_data
+from conformance.inputs.media import SAMPLING_RATE, Media, mm_data
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,12 @@ class Case:
         return [m.materialise() for m in self.media]
 
     def mm_data(self) -> dict[str, list]:
-        """vLLM's form, per modality: audios carry their sampling rate."""
+        """vLLM's form, per modality: audios carry their sampling rate (their specs')."""
+        rate = next((m.rate for m in self.media if m.modality == "audio"), SAMPLING_RATE)
         if len(self.modalities) == 1:
-            return mm_data(self.modality, self.items())
+            return mm_data(self.modality, self.items(), rate)
         return {modality: mm_data(modality, [m.materialise() for m in self.media
-                                             if m.modality == modality])[modality]
+                                             if m.modality == modality], rate)[modality]
                 for modality in self.modalities}
 
     def with_companions(self, companions: tuple[Media, ...]) -> Case:
@@ -72,7 +73,11 @@ class Case:
         return replace(self, segments=("", ""), media=(self.media[index],))
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        raw = asdict(self)
+        for media in raw["media"]:  # the default rate is left out: those cases read as before
+            if media["rate"] == SAMPLING_RATE:
+                del media["rate"]
+        return json.dumps(raw, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Case:

@@ -11,8 +11,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from fixtures.recipe import Recipe
+
+# Audio is made at the rate the checkpoint's feature extractor takes (`audio_rate`; this one
+# where it names none): vLLM's resampling is not under test (and needs torchaudio, which the
+# CPU environment lacks), and the HF reference is fed the same samples as vLLM.
 SAMPLING_RATE = 16000
 IMAGE_SIZES: tuple[tuple[int, int], ...] = ((40, 60), (64, 32), (50, 50), (30, 90))  # (h, w)
 AUDIO_SECONDS: tuple[float, ...] = (1.0, 0.6, 1.4, 0.8)
@@ -23,8 +29,8 @@ VIDEO_FPS = 2.0
 
 @dataclass(frozen=True)
 class Media:
-    """One item: an image of (height, width), an audio of `samples`, or a video of `frames`
-    frames of (height, width), filled from `seed`."""
+    """One item: an image of (height, width), an audio of `samples` at `rate` Hz, or a video
+    of `frames` frames of (height, width), filled from `seed`."""
 
     modality: str
     height: int = 0
@@ -32,6 +38,7 @@ class Media:
     samples: int = 0
     seed: int = 0
     frames: int = 0
+    rate: int = SAMPLING_RATE
 
     def materialise(self) -> Any:
         return _materialise(self)
@@ -41,7 +48,8 @@ class Media:
             return f"image {self.height}x{self.width} (seed {self.seed})"
         if self.modality == "video":
             return f"video {self.frames}x{self.height}x{self.width} (seed {self.seed})"
-        return f"audio {self.samples / SAMPLING_RATE:.3f} s (seed {self.seed})"
+        rate = "" if self.rate == SAMPLING_RATE else f" at {self.rate} Hz"
+        return f"audio {self.samples / self.rate:.3f} s{rate} (seed {self.seed})"
 
 
 @functools.lru_cache(maxsize=256)
@@ -73,20 +81,21 @@ def make_media(modality: str, height: int, width: int, samples: int, seed: int,
     raise ValueError(f"no media of modality {modality!r}")
 
 
-def smoke_media(modality: str, count: int) -> tuple[Media, ...]:
-    """`count` items of distinct sizes (seeds 0, 1, ...): the checkpoint-level checks' inputs."""
+def smoke_media(modality: str, count: int, rate: int = SAMPLING_RATE) -> tuple[Media, ...]:
+    """`count` items of distinct sizes (seeds 0, 1, ...): the checkpoint-level checks' inputs
+    (audio at `rate` Hz)."""
     if modality == "image":
         return tuple(Media("image", height=h, width=w, seed=i)
                      for i, (h, w) in enumerate(IMAGE_SIZES[:count]))
     if modality == "audio":
-        return tuple(Media("audio", samples=int(seconds * SAMPLING_RATE), seed=i)
+        return tuple(Media("audio", samples=int(seconds * rate), seed=i, rate=rate)
                      for i, seconds in enumerate(AUDIO_SECONDS[:count]))
     raise ValueError(f"no media maker for modality {modality!r}")
 
 
-def make_items(modality: str, count: int) -> list:
+def make_items(modality: str, count: int, rate: int = SAMPLING_RATE) -> list:
     """The materialised `smoke_media`."""
-    return [m.materialise() for m in smoke_media(modality, count)]
+    return [m.materialise() for m in smoke_media(modality, count, rate)]
 
 
 def video_metadata(frames: int) -> dict[str, Any]:
@@ -97,13 +106,29 @@ def video_metadata(frames: int) -> dict[str, Any]:
             "do_sample_frames": False}
 
 
-def mm_data(modality: str, items: Sequence) -> dict[str, list]:
-    """vLLM's `multi_modal_data` form: audios carry their sampling rate, videos their
+def mm_data(modality: str, items: Sequence, rate: int = SAMPLING_RATE) -> dict[str, list]:
+    """vLLM's `multi_modal_data` form: audios carry their sampling rate (`rate`), videos their
     metadata. No items: no multimodal data at all (a text-only request)."""
     if not items:
         return {}
     if modality == "audio":
-        return {"audio": [(item, SAMPLING_RATE) for item in items]}
+        return {"audio": [(item, rate) for item in items]}
     if modality == "video":
         return {"video": [(item, video_metadata(len(item))) for item in items]}
     return {modality: list(items)}
+
+
+def audio_rate(recipe: Recipe, path: str) -> int:
+    """The rate (Hz) to make the recipe's audio at: its checkpoint's feature extractor's
+    (SAMPLING_RATE for a checkpoint that takes no audio or names no rate)."""
+    if "audio" not in recipe.modalities:
+        return SAMPLING_RATE
+    return _checkpoint_rate(path)
+
+
+@functools.lru_cache(maxsize=64)
+def _checkpoint_rate(path: str) -> int:
+    from impl.hf import load_processor
+    from impl.info import audio_sampling_rate
+
+    return int(audio_sampling_rate(load_processor(path, {})))

@@ -22,7 +22,15 @@ MAX_ITEMS = 3
 # Sides and lengths every recipe's processor accepts.
 IMAGE_SIDES = (16, 400)
 MAX_ASPECT = 8.0
-AUDIO_SAMPLES = (SAMPLING_RATE // 10, 3 * SAMPLING_RATE)
+AUDIO_SECONDS = (0.1, 3.0)
+
+
+def audio_samples(rate: int) -> tuple[int, int]:
+    """The fewest and most samples of a drawn audio at `rate` Hz."""
+    return int(AUDIO_SECONDS[0] * rate), int(AUDIO_SECONDS[1] * rate)
+
+
+AUDIO_SAMPLES = audio_samples(SAMPLING_RATE)
 # Videos stay small (every frame goes through the processor). At least two frames: processors
 # grouping frames in pairs (temporal_patch_size 2) take no fewer (Qwen3-VL's and GLM-4V's
 # raise 't:1 must be larger than temporal_factor:2', natively too; vLLM's backend sizes its
@@ -84,10 +92,10 @@ def images(draw, recipe: Recipe) -> Media:
 
 
 @st.composite
-def audios(draw, recipe: Recipe) -> Media:
-    low, high = AUDIO_SAMPLES
+def audios(draw, recipe: Recipe, rate: int = SAMPLING_RATE) -> Media:
+    low, high = audio_samples(rate)
     return Media("audio", samples=draw(st.integers(low, high)),
-                 seed=draw(st.integers(0, 2**16)))
+                 seed=draw(st.integers(0, 2**16)), rate=rate)
 
 
 @st.composite
@@ -109,8 +117,11 @@ def companion(modality: str, seed: int) -> Media:
     return Media(modality, height=2 * IMAGE_SIDES[0], width=3 * IMAGE_SIDES[0], seed=seed)
 
 
-def media(recipe: Recipe, modality: str) -> st.SearchStrategy[Media]:
-    return {"image": images, "audio": audios, "video": videos}[modality](recipe)
+def media(recipe: Recipe, modality: str, rate: int = SAMPLING_RATE) -> st.SearchStrategy[Media]:
+    """Items of `modality` (audio at `rate` Hz, the checkpoint's: `media.audio_rate`)."""
+    if modality == "audio":
+        return audios(recipe, rate)
+    return {"image": images, "video": videos}[modality](recipe)
 
 
 def processor_options(recipe: Recipe) -> st.SearchStrategy[tuple[tuple[str, object], ...]]:
@@ -122,13 +133,13 @@ def processor_options(recipe: Recipe) -> st.SearchStrategy[tuple[tuple[str, obje
 
 @st.composite
 def cases(draw, recipe: Recipe, max_items: int = MAX_ITEMS, with_options: bool = False,
-          video: bool = False) -> Case:
+          video: bool = False, rate: int = SAMPLING_RATE) -> Case:
     """A case of the recipe; `with_options`: under one of its processor option sets; `video`:
     video items may be drawn too (the suite says so where the subject takes them). Without
     video the draws are exactly those of the recipe's modalities alone."""
     modalities = recipe.modalities + (("video",) if video else ())
     modality = draw(st.sampled_from(modalities))
     count = draw(st.integers(1, min(max_items, recipe.max_items)))
-    items = draw(st.lists(media(recipe, modality), min_size=count, max_size=count))
+    items = draw(st.lists(media(recipe, modality, rate), min_size=count, max_size=count))
     return Case(recipe.name, modality, draw(text_segments(count + 1)), tuple(items),
                 draw(processor_options(recipe)) if with_options else ())

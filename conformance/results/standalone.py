@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -35,6 +36,7 @@ from conformance.inputs.media import (
     SAMPLING_RATE,
     VIDEO_FPS,
     Media,
+    audio_rate,
     make_media,
     smoke_media,
     video_metadata,
@@ -70,7 +72,7 @@ def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
     if verdict.check == "processing":
         from conformance.checks.processing import smoke_case
 
-        case = smoke_case(recipe)
+        case = smoke_case(recipe, path)
         prompt = recipe.render_prompt(case.modality, len(case.media))
         return Request(prompt, case.modality, case.media, (), oracle, "ids+placeholders")
     if "case" not in verdict.data:
@@ -127,7 +129,12 @@ def model_inputs(verdict: Verdict, recipe: Recipe, path: str) -> tuple[str, str,
             return recipe.render_prompt(media[0].modality, len(media)), media[0].modality, \
                 media
     modality, prompt, items = two_item_inputs(recipe, path)
-    return prompt, modality, smoke_media(modality, len(items))
+    return prompt, modality, smoke_media(modality, len(items), audio_rate(recipe, path))
+
+
+def media_rate(media: Sequence[Media]) -> int:
+    """The sampling rate a reproducer gives its audio: the one the harness made it at."""
+    return next((m.rate for m in media if m.modality == "audio"), SAMPLING_RATE)
 
 
 def default_checkpoint(checkpoint: str) -> str | None:
@@ -165,7 +172,7 @@ def model_script(verdict: Verdict, recipe: Recipe, path: str, checkpoint: str) -
         body=embedded_source(reproducer),
         checkpoint=default_checkpoint(checkpoint), prompt=prompt, modality=modality,
         media=[(m.height, m.width, m.samples, m.seed) for m in media],
-        sampling_rate=SAMPLING_RATE, native=recipe.native_in_vllm,
+        sampling_rate=media_rate(media), native=recipe.native_in_vllm,
         formats=checkpoint_formats(path), options=options)
 
 
@@ -222,7 +229,7 @@ def script(request: Request, verdict: Verdict, *, statement: str, checkpoint: st
         checkpoint=checkpoint, prompt_literal=request.prompt, modality=request.modality,
         media=[(m.height, m.width, m.samples, m.seed, m.frames) for m in request.media],
         options_literal=dict(request.options), formats=formats, compare=request.compare,
-        oracle_name=request.oracle, sampling_rate=SAMPLING_RATE,
+        oracle_name=request.oracle, sampling_rate=media_rate(request.media),
         make_media=inspect.getsource(make_media).strip(),
         video_metadata=inspect.getsource(video_metadata).strip(), video_fps=VIDEO_FPS,
         expansion=embedded_source(hf_expansion), body=embedded_source(processing_reproducer),

@@ -24,6 +24,7 @@ from conformance.core.signatures import difference_kind
 from conformance.core.vllms import current_label
 from conformance.inputs import examples
 from conformance.inputs.cases import Case
+from conformance.inputs.media import audio_rate
 from conformance.inputs.strategies import FIXED_SEED_PROFILES, cases
 from conformance.paths import REPORTS_DIR
 from conformance.results.judge import Failure, judge, known
@@ -203,7 +204,8 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
         for with_options in passes:
             found.current = "drawn" if with_options else "default"
             found.compared_by_pass[found.current] += 0
-            drawn = cases(ctx.recipe, with_options=with_options, video=ctx.video)
+            drawn = cases(ctx.recipe, with_options=with_options, video=ctx.video,
+                          rate=audio_rate(ctx.recipe, ctx.path))
             explicit = [replace(case, fixture=ctx.recipe.name)
                         for case in examples.for_search(ctx.recipe, with_options, ctx.video)]
             found.examples |= {(found.current, case.to_json()) for case in explicit}

@@ -31,8 +31,9 @@ from impl.version import in_range, parse_version
 ENV_VERSION = "5.17.0"
 """The transformers version installed in the environment itself (vLLM 0.31.0's pin top)."""
 
-DEFAULT_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.24.0")
-"""The matrix: two Legacy-path versions, two inside vLLM's window, two upgrade candidates."""
+DEFAULT_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.25.0")
+"""The matrix: two Legacy-path versions, two inside vLLM's window, two upgrade candidates
+(the newest release the team has confirmed; 5.24.0 until 2026-12-03, its cells in git history)."""
 
 OVERLAY_PACKAGES = ("transformers", "tokenizers", "huggingface-hub")
 OVERLAY_LOCK = ENV_DIR / "transformers-overlays.lock"

@@ -57,10 +57,17 @@ def token_counts(processor: Any, modality: str, sizes: list[tuple[int, int, int]
     return list(counter(image_sizes=[[h, w] for h, w, _ in sizes], **options)["num_image_tokens"])
 
 
-def split_marked(marked: list[int], counts: list[int] | None) -> list[list[int]]:
-    """Marked positions cut into items: by the counts, else into contiguous runs. Counts that
-    do not add up to the marked positions are an error: cutting by them would place items
-    where the processor put none."""
+def split_marked(marked: list[int], counts: list[int] | None,
+                 marked_ids: list[int] | None = None,
+                 embed_token: int | None = None) -> list[list[int]]:
+    """Marked positions cut into items: by the counts, else into contiguous runs.
+
+    A count is either every position its item marks (transformers up to 5.24) or only those
+    that receive the item's features, the marked positions holding `embed_token`
+    (`marked_ids`: the prompt's ids at the marked positions; from transformers 5.25 Aya
+    Vision, InternVL, Idefics3 and Pixtral count so). The meaning that adds up exactly is the
+    one cut by; counts that add up to neither are an error, since cutting by them would place
+    items where the processor put none."""
     if counts is None:
         runs: list[list[int]] = []
         for position in marked:
@@ -69,13 +76,39 @@ def split_marked(marked: list[int], counts: list[int] | None) -> list[list[int]]
             else:
                 runs.append([position])
         return runs
-    if sum(counts) != len(marked):
-        # worded as the baseline's evidence records it (its signature)
-        raise ValueError(f"processor marks {len(marked)} positions but counts {counts}")
+    if sum(counts) == len(marked):
+        spans, start = [], 0
+        for count in counts:
+            spans.append(marked[start:start + count])
+            start += count
+        return spans
+    if marked_ids is not None and embed_token is not None and all(counts) and \
+            sum(counts) == marked_ids.count(embed_token):
+        return split_by_embedded(marked, counts, marked_ids, embed_token)
+    # worded as the baseline's evidence records it (its signature)
+    raise ValueError(f"processor marks {len(marked)} positions but counts {counts}")
+
+
+def split_by_embedded(marked: list[int], counts: list[int], marked_ids: list[int],
+                      embed_token: int) -> list[list[int]]:
+    """Marked positions cut into items holding `counts` embedded positions each. An item
+    closes with as many marked positions after its last embedded one as the prompt's last
+    item does (Aya Vision's <|END_OF_IMG|>, InternVL's </img>: a suffix the same for every
+    item); the rest up to the next item's first embedded position opens that item."""
+    ends, seen = [], 0
+    for index, token in enumerate(marked_ids):  # the index of each item's last embedded one
+        seen += token == embed_token
+        if len(ends) < len(counts) and seen == sum(counts[:len(ends) + 1]):
+            ends.append(index)
+    closing = len(marked) - 1 - ends[-1]
     spans, start = [], 0
-    for count in counts:
-        spans.append(marked[start:start + count])
-        start += count
+    for end in ends[:-1]:
+        stop = end + 1 + closing
+        if embed_token in marked_ids[end + 1:stop]:  # the suffix runs into the next item
+            raise ValueError(f"processor marks {len(marked)} positions but counts {counts}")
+        spans.append(marked[start:stop])
+        start = stop
+    spans.append(marked[start:])
     return spans
 
 
@@ -95,7 +128,11 @@ def hf_expansion(processor: Any, config: Any, prompt: str, modality: str, items:
     type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
     if type_ids is not None:
         marked = [i for i, t in enumerate(first_row(type_ids)) if t == HF_TYPE_IDS[modality]]
-        spans = split_marked(marked, token_counts(processor, modality, sizes, options))
+        counts = token_counts(processor, modality, sizes, options)
+        # the model's token is only needed where the counts leave out the structure tokens
+        embed = embed_token_id(config, modality) if counts and sum(counts) != len(marked) \
+            else None
+        spans = split_marked(marked, counts, [ids[p] for p in marked], embed)
     else:  # older processors mark nothing: runs of the model's own token stand in
         token = embed_token_id(config, modality)
         spans = split_marked([i for i, t in enumerate(ids) if t == token], None)

@@ -68,3 +68,10 @@ sys.exit(1 if worst > 1e-4 else 0)
 #   vLLM backend         top-5 logprobs {331: -5.761521, 218: -5.799762, 202: -5.800466, 327:
 #     -5.801385, 138: -5.806093}
 #   largest difference vs the HF model 9.544e-01; vs the HF logits * scale 0.000e+00   (exit 1)
+# On transformers 5.25.0 (the fixture built for it), AyaVisionForConditionalGeneration scales its
+# logits by text_config.logit_scale as the backend does:
+#   HF model             top-5 logprobs {331: -5.761521, 218: -5.799762, 202: -5.800466, 327:
+#     -5.801385, 138: -5.806093}
+#   vLLM backend         top-5 logprobs {331: -5.761521, 218: -5.799762, 202: -5.800466, 327:
+#     -5.801385, 138: -5.806093}
+#   largest difference vs the HF model 0.000e+00; vs the HF logits * scale 6.045e-02   (exit 0)

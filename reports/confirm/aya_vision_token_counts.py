@@ -7,8 +7,9 @@
 Exit 0: for each image size, the helper's count equals the positions `mm_token_type_ids`
 marks; exit 1: it does not (printed). On the aya_vision fixture: 5.24.0 counts 27 for a
 400x400 image and marks 27; 5.25.0 counts 20 (the <|IMG_PATCH|> tokens alone) and marks 27
-(with the tile markers and the start and end tokens). Not a finding yet: 5.25.0 is not in the
-default matrix (docs/versions.md).
+(with the tile markers and the start and end tokens). Not a finding: 5.25.0 counts the tokens
+that receive features on purpose (InternVL, Idefics3 and Pixtral the same), which vLLM's budget
+wants; the HF oracle cuts the marked positions by either meaning (subjects/hf_expansion.py).
 """
 
 import sys

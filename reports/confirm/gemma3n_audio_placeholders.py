@@ -42,3 +42,5 @@ vllm raised RuntimeError Expected there to be 1 prompt placeholders correspondin
     `_apply_hf_processor_main` and `_get_mm_fields_confi
 transformers accepted: placeholders {'audio': [(1, 28)]}
 """
+# The same on transformers 5.25.0 (the fixture built for it, 2026-12-03): vllm raised the same
+# RuntimeError; transformers accepted: placeholders {'audio': [(1, 28)]}

@@ -38,12 +38,13 @@ try:
 except Exception as error:  # noqa: BLE001 - the exception itself is the result
     print("hf processor raised", repr(error))
 for impl in ("vllm", "transformers"):
-    config = ModelConfig(model=path, model_impl=impl, max_model_len=4096,
-                         limit_mm_per_prompt={modality: 2})
-    mm = MULTIMODAL_REGISTRY.create_processor(config)
-    try:
+    try:  # an architecture without a native model (VipLlava) fails here for "vllm"
+        config = ModelConfig(model=path, model_impl=impl, max_model_len=4096,
+                             limit_mm_per_prompt={modality: 2})
+        mm = MULTIMODAL_REGISTRY.create_processor(config)
         mm(prompt, mm.info.parse_mm_data({modality: [item]}))
         print(impl, "accepted")
     except Exception as error:  # noqa: BLE001 - what each implementation does is the result
         message = str(error)
-        print(impl, "raised", type(error).__name__, "| ends with:", repr(message[-60:]))
+        print(impl, "raised", type(error).__name__, "| starts with:", repr(message[:100]),
+              "| ends with:", repr(message[-60:]))

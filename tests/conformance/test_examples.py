@@ -18,7 +18,7 @@ SUITE_CHECKS = set(check_ids("case"))
 def suite_findings() -> list[expectations.Finding]:
     """The findings with evidence for a case-level check, or for any check."""
     return [f for f in expectations.load()
-            if set(f.evidence) & (SUITE_CHECKS | {expectations.ANY})]
+            if set(f.checks) & (SUITE_CHECKS | {expectations.ANY})]  # "check@fixture" keys too
 
 
 def covers(finding: expectations.Finding, fixture: str) -> bool:

@@ -24,7 +24,7 @@ from conformance.subjects.vllm import BACKEND, VllmSubject, backend_takes_video
 from fixtures.registry import available_recipes, get_recipe
 
 # GLM-4V takes video too, not drawn yet (fixtures/recipes/glm4v.py says why)
-VIDEO_FIXTURES = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava_onevision"}
+VIDEO_FIXTURES = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "llava_onevision"}
 
 
 def test_a_video_is_its_frames_made_from_the_seed():
@@ -150,3 +150,25 @@ def test_the_hf_oracle_gets_videos_as_the_backend_hands_them():
     assert "do_sample_frames" not in inputs["video_metadata"][0]
     plain = video_inputs(SimpleNamespace(video_processor=SimpleNamespace()), case)
     assert list(plain) == ["videos"] and plain["videos"][0].shape == (3, 16, 16, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("version", "video"), [("5.17.0", False), ("5.19.0", True)])
+def test_vllm_0_32_backend_reports_video_from_5_18(version, video):
+    """The facts the release catalogue once typed in (`video_from="5.18.0"`), asked of vLLM
+    0.32.0's backend itself in its environment."""
+    import subprocess
+
+    from conformance.run import versions
+
+    release = vllms.RELEASES["0.32.0"]
+    if not release.python.exists():
+        pytest.skip("no vLLM 0.32.0 environment: python3 scripts/bootstrap.py env --vllm 0.32.0")
+    env = versions.ensure_overlay(version, vllm="0.32.0").environ()
+    ask = ("from conformance.subjects.context import fixture_path\n"
+           "from conformance.subjects.vllm import backend_modalities\n"
+           "print(sorted(backend_modalities(str(fixture_path('qwen2_vl')))))")
+    out = subprocess.run([str(release.python), "-c", ask], env=env, capture_output=True,
+                         text=True, timeout=900)
+    said = out.stdout.strip().splitlines()[-1:] or [out.stderr[-500:]]
+    assert said == [str(["image", "video"] if video else ["image"])], said

@@ -390,7 +390,7 @@ def test_every_fixture(mm: Any, name: str, strategy: str) -> None:
     hf = backend.info.get_hf_processor()
     config = backend.info.get_hf_config()
     dtype = backend.info.ctx.model_config.dtype
-    case = smoke_case(recipe)
+    case = smoke_case(recipe, backend.info.ctx.model_config.model)
     for each in (case, case.single(0)):
         prompt = each.prompt(recipe.placeholder[each.modality])
         expected = outcome(lambda p=prompt, e=each: run_backend(theirs, p, e.mm_data()))

@@ -36,6 +36,7 @@ from conformance.checks.model.references import (
 )
 from conformance.checks.model.tolerances import compare_items, tolerance_for
 from conformance.core.subjects import VLLM_BACKEND
+from conformance.inputs.media import audio_rate
 from fixtures.recipe import Recipe
 
 NESTED = "nested items"  # the label of the second batch's problems and data
@@ -75,7 +76,8 @@ def reference_embeddings(ref: str, recipe: Recipe, path: str, inputs: tuple[str,
         return {modality: hf_reference.item_embeddings(recipe, path, device, dtype, modality,
                                                        items)}
     native = vllm_model(recipe, path, NATIVE, device, dtype)
-    return vllm_embed(native, process(native, prompt, modality, items), device)
+    return vllm_embed(native, process(native, prompt, modality, items,
+                                      audio_rate(recipe, path)), device)
 
 
 def compare(recipe: Recipe, path: str, inputs: tuple[str, str, list], device: str, dtype: str,
@@ -93,7 +95,7 @@ def compare(recipe: Recipe, path: str, inputs: tuple[str, str, list], device: st
 
     def backend_out() -> Any:
         return process(vllm_model(recipe, path, BACKEND, device, dtype), prompt, modality,
-                       subject_items)
+                       subject_items, audio_rate(recipe, path))
 
     runs: dict[str, Callable[[], dict[str, list]]] = {
         "backend": lambda: vllm_embed(vllm_model(recipe, path, BACKEND, device, dtype),

@@ -37,7 +37,7 @@ from conformance.checks.model.references import (
 )
 from conformance.checks.model.reproducer import TOP_LOGPROBS
 from conformance.core.subjects import VLLM_BACKEND
-from conformance.inputs.media import mm_data
+from conformance.inputs.media import SAMPLING_RATE, audio_rate, mm_data
 from fixtures.recipe import Recipe
 
 # fp32 on CPU: the largest logprob difference any passing model/generate cell of the baseline
@@ -49,11 +49,11 @@ from fixtures.recipe import Recipe
 LOGPROB_ATOL = {"float32": 1e-5}
 
 def decode(engine: Any, prompt: str, modality: str, items: list,
-           tokens: int = GENERATE_TOKENS) -> Decoded:
+           tokens: int = GENERATE_TOKENS, rate: int = SAMPLING_RATE) -> Decoded:
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=TOP_LOGPROBS)
-    request = {"prompt": prompt, "multi_modal_data": mm_data(modality, items)}
+    request = {"prompt": prompt, "multi_modal_data": mm_data(modality, items, rate)}
     (result,) = engine.generate(request, params, use_tqdm=False)
     completion = result.outputs[0]
     steps = tuple({int(k): float(v.logprob) for k, v in (top or {}).items()}
@@ -231,7 +231,7 @@ def engine_decode(recipe: Recipe, path: str, impl: str, device: str, dtype: str,
     engine = llm(recipe, path, impl, device, dtype)
     ensure_distributed()  # a collected engine may have torn it down
     try:
-        return decode(engine, prompt, modality, items, tokens)
+        return decode(engine, prompt, modality, items, tokens, audio_rate(recipe, path))
     except Exception:
         # an in-process engine that failed mid-step is not trusted again
         model_key = cache_key("model", path, impl, device, dtype)

@@ -19,7 +19,7 @@ from conformance.checks.model.generate import Decoded, compared_decodings, text_
 from conformance.checks.model.references import HF_REF
 from conformance.checks.processing import items_per_prompt
 from conformance.core.subjects import VLLM_BACKEND
-from conformance.inputs.media import make_items
+from conformance.inputs.media import audio_rate, make_items
 from fixtures.recipe import Recipe
 
 
@@ -40,7 +40,8 @@ def check_model(recipe: Recipe, path: str, *, subject_media: MediaHook | None = 
     """One greedy step on the engines `generate` decodes with (built once per checkpoint and
     implementation): the token, and in fp32 its top logprobs within fp32 noise."""
     modality, count = recipe.modalities[0], items_per_prompt(recipe)
-    prompt, items = recipe.render_prompt(modality, count), make_items(modality, count)
+    prompt = recipe.render_prompt(modality, count)
+    items = make_items(modality, count, audio_rate(recipe, path))
     own = subject_media(list(items)) if subject_media else items
     data: dict[str, Any] = {}
     problems = compared_decodings(recipe, path, device, dtype, prompt, modality, own, items,

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from conformance.checks.model.loading import VllmModel, ensure_distributed, native_limit
-from conformance.inputs.media import SAMPLING_RATE, Media, make_items, mm_data
+from conformance.inputs.media import SAMPLING_RATE, Media, audio_rate, make_items, mm_data
 from conformance.subjects import vllm
 from fixtures.recipe import Recipe
 
@@ -33,7 +33,8 @@ def two_item_inputs(recipe: Recipe, path: str) -> tuple[str, str, list]:
     modality = recipe.modalities[0]
     limit = item_limit(recipe, path, modality)
     count = ITEMS_PER_PROMPT if limit is None else min(ITEMS_PER_PROMPT, limit)
-    return modality, recipe.render_prompt(modality, count), make_items(modality, count)
+    items = make_items(modality, count, audio_rate(recipe, path))
+    return modality, recipe.render_prompt(modality, count), items
 
 
 def nested_inputs(recipe: Recipe, path: str) -> tuple[str, str, list] | None:
@@ -57,13 +58,16 @@ def nested_media(recipe: Recipe, path: str) -> tuple[Media, ...] | None:
     if modality == "image":
         return tuple(Media("image", height=h, width=w, seed=i)
                      for i, (h, w) in enumerate(NESTED_IMAGE_SIZES))
-    return tuple(Media("audio", samples=int(s * SAMPLING_RATE), seed=i)
+    rate = audio_rate(recipe, path)
+    return tuple(Media("audio", samples=int(s * rate), seed=i, rate=rate)
                  for i, s in enumerate(NESTED_AUDIO_SECONDS))
 
 
-def process(loaded: VllmModel, prompt: str, modality: str, items: list) -> Any:
-    """vLLM's processed inputs (prompt ids, placeholders, per-item fields) for one prompt."""
-    return vllm.apply(loaded.processor, prompt, mm_data(modality, items))
+def process(loaded: VllmModel, prompt: str, modality: str, items: list,
+            rate: int = SAMPLING_RATE) -> Any:
+    """vLLM's processed inputs (prompt ids, placeholders, per-item fields) for one prompt
+    (audio at `rate` Hz)."""
+    return vllm.apply(loaded.processor, prompt, mm_data(modality, items, rate))
 
 
 def items_in_prompt_order(out: Any) -> list[tuple[str, int, Any]]:

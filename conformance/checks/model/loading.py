@@ -79,19 +79,23 @@ def limits_for(recipe: Recipe) -> dict[str, int]:
 
 
 def ensure_distributed() -> None:
-    """A single-process group, as a vLLM worker sets up (and `LLM` reuses once it exists)."""
+    """A single-process group, as a vLLM worker sets up (and `LLM` reuses once it exists),
+    with an expert-parallel group whatever model comes first: vLLM makes that group only when
+    the config current at set-up time has no model or an MoE one, and a worker loads dense and
+    MoE fixtures in any order (a dense model's groups, made first, fail the MoE model loaded
+    next: 'expert parallel group is not initialized')."""
     import torch
-    from vllm.config import VllmConfig, get_current_vllm_config_or_none, set_current_vllm_config
+    from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import parallel_state
     from vllm.platforms import current_platform
 
     if parallel_state.model_parallel_is_initialized():
-        return
-    # the groups read the parallel sizes from the current config; a default one has all 1
-    current = get_current_vllm_config_or_none()
-    with contextlib.ExitStack() as stack:
-        if current is None:
-            stack.enter_context(set_current_vllm_config(VllmConfig()))
+        if getattr(parallel_state, "_EP", None) is not None:
+            return
+        parallel_state.destroy_model_parallel()  # made for a dense model: made again
+    # the groups read the parallel sizes and the model from the current config: a default
+    # one has every size 1 and no model, so the expert group is made too
+    with set_current_vllm_config(VllmConfig()):
         if not torch.distributed.is_initialized():
             folder = tempfile.mkdtemp(prefix="modelchecks-dist-")
             atexit.register(shutil.rmtree, folder, ignore_errors=True)
@@ -202,8 +206,11 @@ def hf_model(path: str, device: str = "cpu", dtype: str = "float32") -> Any:
 def llm(recipe: Recipe, path: str, impl: str, device: str = "cpu",
         dtype: str = "float32") -> Any:
     """The engine (`LLM`), for decoding; the device is the platform's."""
-    return CACHE.get(cache_key("llm", path, impl, device, dtype),
-                     lambda: vllm.engine(path, impl, limits_for(recipe), dtype=dtype))
+    def make() -> Any:
+        ensure_distributed()  # else the engine's worker makes the groups for its model alone
+        return vllm.engine(path, impl, limits_for(recipe), dtype=dtype)
+
+    return CACHE.get(cache_key("llm", path, impl, device, dtype), make)
 
 
 def native_config(recipe: Recipe, path: str) -> Any:
