@@ -199,15 +199,15 @@ def test_a_finding_past_its_last_measured_release_is_named_with_what_to_do(tmp_p
     # judge does not stretch the bound (the cell fails), the gate says which finding it is
     seen = "0 placeholders for 1 items: a bare assertion instead of a clear error: " \
            "AssertionError('the prompt holds no placeholder left for item(s) image[0]')"
-    was = Verdict("llava", "5.24.0", "errors", "xfail", f"reason [observed: {seen}]",
+    was = Verdict("llava", "5.25.0", "errors", "xfail", f"reason [observed: {seen}]",
                   subject="impl", finding="offsets-bare-assert")
-    assert not expectations.get("offsets-bare-assert").versions.endswith(",<5.26")
-    same = Verdict("llava", "5.25.0", "errors", "fail", seen, subject="impl")
-    other = Verdict("llava", "5.25.0", "errors", "fail", "prompt ids differ at position 3",
+    assert expectations.get("offsets-bare-assert").versions == ">=5.15,<5.26"
+    same = Verdict("llava", "5.26.0", "errors", "fail", seen, subject="impl")
+    other = Verdict("llava", "5.26.0", "errors", "fail", "prompt ids differ at position 3",
                     subject="impl")
     assert gate.outside_bounds(was, same) == (
-        "offsets-bare-assert: the same difference, on a version its bounds (>=5.15,<5.25) "
-        "leave out: confirm it on 5.25.0 and widen them")
+        "offsets-bare-assert: the same difference, on a version its bounds (>=5.15,<5.26) "
+        "leave out: confirm it on 5.26.0 and widen them")
     assert gate.outside_bounds(was, other) is None  # another difference: no such hint
     base = write(tmp_path / "baseline", [was])
     code, out, _ = gate_cli(capsys, write(tmp_path / "run", [same]), "--baseline", base)

@@ -33,6 +33,7 @@ class Party:
 @dataclass
 class Context:
     recipe: object
+    path: str = "/nowhere"  # no checkpoint: the stand-in check reads none
     subject: Party = field(default_factory=Party)
     oracles: dict = field(default_factory=dict)
     video: bool = False
