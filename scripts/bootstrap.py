@@ -260,7 +260,8 @@ def thread_share(env: dict[str, str]) -> dict[str, str]:
     (docs/performance.md). A value the caller set is kept."""
     if "OMP_NUM_THREADS" in env:
         return env
-    processes = int(test_processes()[1]) if test_processes() else 1
+    option = test_processes()
+    processes = int(option[1]) if option else 1
     return dict(env, OMP_NUM_THREADS=str(max(1, usable_cpus() // processes)))
 
 

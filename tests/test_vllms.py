@@ -54,9 +54,8 @@ def test_todays_releases_windows_are_what_their_metadata_says():
 def test_the_record_is_what_each_environment_here_says():
     from conformance.core import vllm_facts
 
-    here = {vllms.DEFAULT_VLLM: Path(vllms.sys.executable)}
-    here.update({v: r.python for v, r in vllms.RELEASES.items()
-                 if v != vllms.DEFAULT_VLLM and r.python.exists()})
+    here = {v: r.interpreter for v, r in vllms.RELEASES.items() if r.interpreter.exists()}
+    assert vllms.DEFAULT_VLLM in here
     for version, python in here.items():  # 0.31.0 everywhere; 0.32.0 where it was built
         assert vllm_facts.recorded().get(version) == vllm_facts.facts(str(python)), (
             f"vLLM {version}: re-record with `conformance versions vllm-facts --write`")

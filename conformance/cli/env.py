@@ -25,7 +25,7 @@ def show_vllm_facts(write: bool, spec: str) -> int:
     cannot be built here, over its release's), else as recorded; `write` records the probed
     ones (keeping the others' records)."""
     from conformance.core import vllm_facts, vllms
-    from conformance.core.vllms import DEFAULT_VLLM, RELEASES
+    from conformance.core.vllms import RELEASES
 
     folder = None
     if vllms.is_folder_spec(spec):
@@ -35,8 +35,7 @@ def show_vllm_facts(write: bool, spec: str) -> int:
             return fail(str(error))
     found = dict(vllm_facts.recorded())
     for version, rel in RELEASES.items():
-        python = Path(sys.executable) if version == DEFAULT_VLLM else rel.python
-        source = None
+        python, source = rel.interpreter, None
         if folder is not None and vllms.release_of(folder.label) == version:
             python, source = Path(sys.executable), str(folder.source)
         probed = vllm_facts.facts(str(python), source) if python.exists() else None

@@ -60,11 +60,18 @@ class Release:
         return self.spec_dir / f"requirements-{name}.lock"
 
     @property
+    def interpreter(self) -> Path:
+        """Where its workers run: the default release where the harness itself runs (.venv, or
+        wherever the project was installed beside vLLM 0.31.0), no second environment to
+        build; any other in its own environment."""
+        return Path(sys.executable) if self.version == DEFAULT_VLLM else self.python
+
+    @property
     def facts(self) -> vllm_facts.Facts | None:
         """Read from its environment where this machine has it (probed once, then cached),
         else from the record of the environments built here (`reports/vllm_facts.json`);
         None: neither (a CUDA-only release on a CPU machine)."""
-        python = Path(sys.executable) if self.version == DEFAULT_VLLM else self.python
+        python = self.interpreter
         if python.exists():
             found = vllm_facts.facts(str(python))
             if found is not None:
@@ -96,11 +103,7 @@ class VllmUnderTest:
 
     @property
     def python(self) -> Path:
-        # the default release runs where the harness itself runs (.venv, or wherever the
-        # project was installed beside vLLM 0.31.0): no second environment to build
-        if self.release.version == DEFAULT_VLLM:
-            return Path(sys.executable)
-        return self.release.python
+        return self.release.interpreter
 
     def environ(self, env: dict[str, str]) -> dict[str, str]:
         """A worker's environment (its transformers overlay already in `env`)."""
