@@ -26,10 +26,25 @@ def _settings_restored():
     settings._current[:] = before
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the mark added here counts
 def pytest_collection_modifyitems(config, items):
+    # A per-fixture test that loads models runs by default on the representative fixtures
+    # only (fixtures.registry.REPRESENTATIVE); on the others it is `slow`.
+    from fixtures.registry import REPRESENTATIVE
+
+    for item in items:
+        params = getattr(item, "callspec", None)
+        fixture = params.params.get("fixture") if params else None
+        if "every_fixture" in item.keywords and fixture not in REPRESENTATIVE:
+            item.add_marker(pytest.mark.slow)
+    order(items)
+
+
+def order(items) -> None:
     # Tests that load a model in vLLM run last: loading the backend decorates transformers'
-    # model classes for the whole process, after which no fixture can be built or HF model
-    # instantiated outside a vLLM config (tests/test_fixtures.py does both).
+    # model classes for the whole process, after which no HF model can be instantiated
+    # outside a vLLM config (tests/test_fixtures.py loads every fixture in transformers) and a
+    # fixture is built in a process of its own (fixtures/build.py), which costs a start.
     # Within each group, the commands run end to end (the longest tests, in processes of their
     # own) come first, so that under xdist no test process is left alone with one at the end.
     items.sort(key=lambda item: ("model" in item.keywords, "e2e" not in item.keywords))

@@ -6,7 +6,7 @@ import pytest
 import transformers
 
 from fixtures.build import build_fixture, fixture_path, tree_digest, write_checkpoint
-from fixtures.registry import RECIPE_MODULES, available_recipes, get_recipe
+from fixtures.registry import RECIPE_MODULES, REPRESENTATIVE, available_recipes, get_recipe
 
 RECIPES = [name for name in available_recipes() if get_recipe(name).supports(
     transformers.__version__)]
@@ -14,6 +14,10 @@ RECIPES = [name for name in available_recipes() if get_recipe(name).supports(
 
 def test_the_foundation_recipes_exist():
     assert set(RECIPE_MODULES[:5]) <= set(available_recipes())
+
+
+def test_the_representative_fixtures_exist():
+    assert set(REPRESENTATIVE) <= set(available_recipes())
 
 
 @pytest.mark.parametrize("name", RECIPES)
@@ -141,3 +145,39 @@ def test_voxtral_mistral_half_serves_native_vllm():
     assert out["prompt_token_ids"] == ids
     ranges = [(r.offset, r.length) for r in out["mm_placeholders"]["audio"]]
     assert ranges == [(3, TOKENS_PER_CHUNK), (3 + TOKENS_PER_CHUNK + 1, TOKENS_PER_CHUNK)]
+
+
+def test_vllms_decoration_of_transformers_classes_is_seen(monkeypatch):
+    import sys
+    import types
+
+    from fixtures.build import transformers_decorated_by_vllm
+
+    class Wrapper:  # stands in for vLLM's torch.compile base class
+        pass
+
+    decorators = types.ModuleType("vllm.compilation.decorators")
+    decorators.TorchCompileWithNoGuardsWrapper = Wrapper
+    monkeypatch.setitem(sys.modules, "vllm.compilation.decorators", decorators)
+    type("NativeModel", (Wrapper,), {"__module__": "vllm.model_executor.models.llava"})
+    assert not transformers_decorated_by_vllm()  # vLLM's own classes do not count
+    decorated = type("LlamaModel", (Wrapper,),
+                     {"__module__": "transformers.models.llama.modeling_llama"})
+    assert transformers_decorated_by_vllm()
+    del decorated
+
+
+def test_a_fixture_built_in_a_fresh_process_has_the_same_bytes(monkeypatch, tmp_path):
+    # what happens once the backend has loaded a model in the process (vLLM's decoration)
+    from fixtures import build
+
+    monkeypatch.setenv("CONFORMANCE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "transformers_decorated_by_vllm", lambda: True)
+    fresh = []
+    monkeypatch.setattr(build, "write_in_fresh_process",
+                        lambda *a, real=build.write_in_fresh_process: (fresh.append(a), real(*a)))
+    path = build_fixture("llava")
+    assert fresh and path.parent == tmp_path / "cache" / "fixtures"
+    recipe = get_recipe("llava")
+    write_checkpoint(recipe, recipe.make("tiny"), tmp_path / "here")
+    assert tree_digest(path) == tree_digest(tmp_path / "here")

@@ -130,6 +130,7 @@ NATIVE_FIXTURES = [name for name in available_recipes() if get_recipe(name).nati
 
 
 @pytest.mark.model
+@pytest.mark.every_fixture  # the others with -m slow
 @pytest.mark.parametrize("fixture", NATIVE_FIXTURES)
 def test_the_encoder_check_sees_swapped_items_on_every_fixture(fixture):
     # sensitivity on every fixture, not only the proof's: two distinct items swapped in the
