@@ -170,3 +170,27 @@ def test_bisect_finds_the_first_release_of_a_planted_version_dependent_fault():
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "first bad release: transformers 5.16.1 (last good 5.16.0)" in out.stdout
     assert "ranges differ" in out.stdout  # the evidence on the bad side
+
+
+@pytest.mark.vllm
+@pytest.mark.e2e
+def test_a_run_tests_the_vllm_of_an_environment_given_by_its_interpreter(tmp_path):
+    # as in vLLM's CI: the environment that has vLLM runs the workers, its cells labelled with
+    # its vLLM and folder; the verdicts are the release's (this environment holds vLLM 0.31.0)
+    python = Path(sys.executable)
+    run = subprocess.run([*CONFORMANCE, "run", "--python", str(python), "--fixtures", "llava",
+                          "--versions", "5.17.0", "--checks", "placeholders,prompt-ids",
+                          "--subjects", "vllm-backend", "--output", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    label = f"0.31.0@{python.parent.parent.name}"
+    assert f"vLLM under test: vLLM {label} (the environment of {python})" in run.stdout
+    verdicts, _ = report.read_results(tmp_path / "results.json")
+    assert {v.key.vllm for v in verdicts} == {label}
+    assert {v.status for v in verdicts} == {"pass"}
+    assert (tmp_path / f"worker-vllm-{label.replace('@', '-')}-transformers-5.17.0.log").exists()
+    bad = subprocess.run([*CONFORMANCE, "run", "--python", str(tmp_path / "nothing"),
+                          "--output", str(tmp_path / "bad")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0, bad.stderr
+    assert "is not an interpreter" in bad.stderr

@@ -78,14 +78,60 @@ def folder_with(tmp_path: Path, version: str, name: str = "src") -> Path:
 
 def test_a_folder_runs_in_the_environment_of_its_release(tmp_path):
     found = vllms.parse(str(folder_with(tmp_path, "0.32.1.dev5+g1234")))
-    assert found.release.version == "0.32.0"
+    assert found.home.version == "0.32.0"
     assert found.label == "0.32.1.dev5+g1234@src"
     assert vllms.release_of(found.label) == "0.32.0"
     env = found.environ({"PYTHONPATH": "/overlay"})
     assert env["PYTHONPATH"].split(":") == [str(tmp_path / "src"), "/overlay"]
     assert "CONFORMANCE_VLLM" not in env  # its label reaches a worker in the run's settings
-    with pytest.raises(ValueError, match="matches no release"):
+    with pytest.raises(ValueError, match="no environment here can import .*over 0.31.0's: "
+                       "ModuleNotFoundError: No module named 'vllm.model_executor'"):
         vllms.parse(str(folder_with(tmp_path, "0.40.0", "other")))
+
+
+@pytest.mark.vllm
+def test_a_folder_of_an_unknown_version_runs_over_an_environment_it_imports_in(tmp_path):
+    # a checkout of main: vLLM 0.31.0's Python under a version no release has, as a stand-in
+    import vllm
+
+    folder = tmp_path / "main"
+    folder.mkdir()
+    (folder / "vllm").symlink_to(Path(vllm.__file__).parent)
+    assert vllms.fitting_release(folder, "0.40.0.dev1").version == vllms.DEFAULT_VLLM
+
+
+def test_an_environment_is_named_by_its_vllm_and_folder():
+    import sys
+
+    found = vllms.from_python(sys.executable)
+    venv = Path(sys.executable).parent.parent.name
+    assert found.label == f"{vllms.installed_version()}@{venv}" == found.key
+    assert vllms.where(found.label) is found.home
+    assert vllms.of_label(found.label).home == found.home
+    assert found.home.window == vllms.RELEASES[vllms.installed_version()].window
+    assert found.home.pins()["transformers"] == vllms.vllm_facts.installed_pins(
+        sys.executable)["transformers"]
+    assert vllms.unsupported(found.label, "5.0.0")  # below its window, read from it
+    assert vllms.facts_of(found.label) == found.home.facts
+    env = found.environ({"PYTHONPATH": "/overlay"})
+    assert env["PYTHONPATH"].split(":") == ["/overlay", str(vllms.ROOT)]
+
+
+def test_an_interpreter_without_vllm_or_no_interpreter_is_a_one_line_error(tmp_path):
+    with pytest.raises(ValueError, match="is not an interpreter"):
+        vllms.from_python(tmp_path / "bin" / "python")
+    bare = tmp_path / "bare"
+    import venv
+
+    venv.EnvBuilder(with_pip=False).create(bare)
+    with pytest.raises(ValueError, match="has no vLLM installed"):
+        vllms.from_python(bare / "bin" / "python")
+
+
+def test_the_default_is_the_vllm_installed_where_the_harness_runs(monkeypatch):
+    assert vllms.default().home is vllms.RELEASES[vllms.DEFAULT_VLLM]
+    monkeypatch.setattr(vllms, "installed_version", lambda: "0.34.0.dev3")
+    assert isinstance(vllms.default().home, vllms.Environment)
 
 
 def test_a_wheel_folder_without_version_file_reads_its_dist_info(tmp_path):

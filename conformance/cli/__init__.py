@@ -41,7 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--vllm", help="comma-separated vLLMs under test: releases (each in its "
                      "own environment, built on demand) or folders holding a vllm package (a "
                      "source checkout, an unpacked wheel: first on the path of the release of "
-                     "its version); default: 0.31.0")
+                     "its version); default: 0.31.0, or the vLLM installed where the harness "
+                     "runs when that is another version")
+    run.add_argument("--python", action="append", default=[], metavar="PATH",
+                     help="the interpreter of an environment that already has vLLM (vLLM's CI "
+                     "environment, a nightly, an editable checkout): its vLLM is tested there, "
+                     "labelled VERSION@ENVIRONMENT; repeatable, beside --vllm")
     run.add_argument("--subjects", help="comma-separated subjects (default: impl,vllm-backend)")
     run.add_argument("--checks", help="comma-separated checks (default: all)")
     run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),

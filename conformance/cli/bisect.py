@@ -111,7 +111,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                     f"(found {versions[:1]} .. {versions[-1:]})")
     under_test = vllms.parse(args.vllm or vllms.DEFAULT_VLLM)
     # the ends (every release, where given) installable before any probe, or one line each
-    upfront = resolve_up_front(given or (good, bad), [under_test.release.version],
+    upfront = resolve_up_front(given or (good, bad), [under_test.key],
                                csv(args.allow_unmet))
     if upfront.problems:
         return [fail(line) for line in upfront.problems][-1]
@@ -125,7 +125,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     def probe(version: str) -> Verdict:
         # a release between the ends that cannot be installed is no answer either way
-        if problems := resolve_up_front([version], [under_test.release.version],
+        if problems := resolve_up_front([version], [under_test.key],
                                         csv(args.allow_unmet), log=lambda _: None).problems:
             raise ValueError(f"{problems[0]}; leave it out with --versions")
         return cell(version)

@@ -30,7 +30,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     versions = requested_versions(args.versions)  # a malformed one: a one-line error
     from conformance.core import vllms as vllm_axis
 
-    under_test = vllm_axis.parse_many(csv(args.vllm))  # a one-line error names a bad one
+    # a one-line error names a bad one
+    under_test = vllm_axis.parse_many(csv(args.vllm), tuple(args.python))
     for kind, given, known in (("fixture", fixtures, RECIPE_MODULES), ("check", checks, all_checks),
                                ("subject", subjects, DEFAULT_SUBJECTS)):
         if unknown := sorted(set(given) - set(known)):
@@ -49,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ValueError, KeyError, OSError) as error:
         return fail(f"conformance/expectations/findings.toml: {error}")
     # every version installable, or one line each with the resolver's cause: before any folder
-    upfront = resolve_up_front(versions, [v.release.version for v in under_test.values()],
+    upfront = resolve_up_front(versions, [v.key for v in under_test.values()],
                                csv(args.allow_unmet), log=lambda m: print(m, flush=True))
     if upfront.problems:
         for line in upfront.problems:

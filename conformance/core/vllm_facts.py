@@ -128,6 +128,37 @@ def facts(python: str, source: str | None = None) -> Facts | None:
     return Facts.from_json(json.loads(out.stdout))
 
 
+_PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)")
+
+
+def normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_pins(text: str) -> dict[str, str]:
+    """`name==version` lines (a lock, `pip freeze`) -> {normalised name: version}."""
+    pins = {}
+    for line in text.splitlines():
+        match = _PIN.match(line.strip())
+        if match:
+            pins[normalised(match.group(1))] = match.group(2)
+    return pins
+
+
+@functools.cache
+def installed_pins(python: str) -> dict[str, str]:
+    """What the environment of interpreter `python` has installed (its own site-packages,
+    not an overlay of this process): {normalised name: version}."""
+    code = ("import importlib.metadata as m; print('\\n'.join(f\"{d.metadata['Name']}=="
+            "{d.version}\" for d in m.distributions() if d.metadata['Name']))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"cannot list what {python} has installed: {tail}")
+    return read_pins(out.stdout)
+
+
 @functools.cache
 def recorded() -> dict[str, Facts]:
     """The recorded probes, by release."""

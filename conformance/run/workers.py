@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.core.settings import Settings
-from conformance.core.vllms import DEFAULT_VLLM, VllmUnderTest, of_label
+from conformance.core.vllms import DEFAULT_VLLM, Release, VllmUnderTest, of_label
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.logs import exit_text, last_words, write_log
 from conformance.run.versions import ensure_overlay
@@ -89,7 +89,7 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
     cell_timeout = launch.cell_timeout
     vllm = launch.vllm or of_label(DEFAULT_VLLM)
     command = worker_command()
-    if vllm.release.version != DEFAULT_VLLM:  # another release's environment, same module
+    if vllm.python != Path(sys.executable):  # another environment, same module
         command = [str(vllm.python), *command[1:]]
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=dict(env))
@@ -174,10 +174,11 @@ def run_version(launch: Launch, cells: list[CellKey], on_verdict: Callable[[Verd
     version, vllm = launch.version, launch.vllm or of_label(DEFAULT_VLLM)
     try:
         overlay = ensure_overlay(version, log=lambda m: print(f"  {m}", flush=True),
-                                 vllm=vllm.release.version)
+                                 vllm=vllm.key)
         if not vllm.python.exists():
-            raise RuntimeError(f"no environment at {vllm.release.venv}: run `python3 "
-                               f"scripts/bootstrap.py env --vllm {vllm.release.version}`")
+            raise RuntimeError(f"no environment at {vllm.home.venv}" + (
+                f": run `python3 scripts/bootstrap.py env --vllm {vllm.key}`"
+                if isinstance(vllm.home, Release) else ""))
     except Exception as error:  # the version cannot be installed: its cells say so
         while cells:
             for key in cells:
