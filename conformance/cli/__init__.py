@@ -9,7 +9,7 @@ from conformance.cli.bisect import add_arguments as add_bisect_arguments
 from conformance.cli.bisect import cmd_bisect
 from conformance.cli.check import add_arguments as add_check_arguments
 from conformance.cli.check import cmd_check
-from conformance.cli.common import BASELINE, fail, other_checkout
+from conformance.cli.common import BASELINE, fail, not_a_checkout, other_checkout
 from conformance.cli.coverage import add_arguments as add_coverage_arguments
 from conformance.cli.coverage import cmd_coverage
 from conformance.cli.env import cmd_exec, cmd_fixtures, cmd_versions
@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if refusal := other_checkout():
+    if refusal := not_a_checkout() or other_checkout():
         return fail(refusal)
     args = build_parser().parse_args(argv)
     try:

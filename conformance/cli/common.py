@@ -41,6 +41,16 @@ def checkout_of(folder: Path) -> Path | None:
     return None
 
 
+def not_a_checkout(code: Path = ROOT) -> str | None:
+    """Why this install cannot run: the harness works from its checkout (its findings, the
+    baseline, the environment specs are files beside the code), which a wheel install into
+    site-packages leaves behind. None: it runs from a checkout."""
+    if (code / "conformance" / "expectations" / "findings.toml").exists():
+        return None
+    return (f"this install of the harness ({code}) has no checkout beside it (no findings.toml, "
+            "no reports/): install it editable from a checkout, `pip install -e CHECKOUT`")
+
+
 def other_checkout(cwd: Path | None = None, code: Path = ROOT) -> str | None:
     """Why this process must not run here: it runs the code of one checkout (`code`) from
     inside another. An environment shared by two checkouts (CONFORMANCE_VENV, a linked .venv)

@@ -430,7 +430,7 @@ def check_harness_imports(under_test: VllmUnderTest) -> None:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"the environment of {under_test.python} cannot run the harness's "
                            f"workers ({tail}): pip install this project there "
-                           f"(`{under_test.python} -m pip install {ROOT}`)")
+                           f"(`{under_test.python} -m pip install -e {ROOT}`)")
 
 
 def current_label() -> str:
