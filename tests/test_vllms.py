@@ -287,3 +287,25 @@ def test_report_and_gate_show_what_changed_between_releases(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Findings fixed (1)" in out and "Cells moved (3)" in out
     assert out.rstrip().endswith("gate: FAIL")
+
+
+@pytest.mark.vllm
+def test_a_build_that_cannot_start_an_engine_here_makes_model_cells_n_a(monkeypatch):
+    # vLLM 0.33.0's CUDA wheel over a CPU environment: no platform, so no engine; its
+    # processing cells run, its model cells say why they cannot (never an error per cell)
+    import vllm.platforms
+    from vllm.platforms.interface import UnspecifiedPlatform
+
+    from conformance.checks import get_check
+    from conformance.run.cell import run_checkpoint
+    from conformance.subjects.vllm import engine_unavailable
+    from fixtures.registry import get_recipe
+
+    assert engine_unavailable("cpu") is None  # this environment's own build
+    monkeypatch.setattr(vllm.platforms, "_current_platform", UnspecifiedPlatform())
+    reason = engine_unavailable("cpu")
+    assert reason and "has no platform for this machine (UnspecifiedPlatform)" in reason
+    key = CellKey("llava", "5.17.0", "vllm-backend", "generate")
+    verdict = run_checkpoint(key, get_recipe("llava"), get_check("generate"),
+                             lambda: pytest.fail("no checkpoint is needed"))
+    assert (verdict.status, verdict.detail) == ("n/a", reason)

@@ -19,12 +19,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.core import vllm_facts
 from conformance.core.settings import current
-from conformance.paths import ENV_DIR, ROOT
+from conformance.paths import ENV_DIR, ROOT, cache_dir
+from fixtures.cache import building
 from impl.version import in_range, parse_version
 
 DEFAULT_VLLM = "0.31.0"
@@ -61,6 +63,12 @@ class Release:
     def lock(self, flavor: str | None = None) -> Path:
         name = flavor or ("gpu" if os.environ.get("CONFORMANCE_FLAVOR") == "gpu" else "cpu")
         return self.spec_dir / f"requirements-{name}.lock"
+
+    @property
+    def buildable(self) -> bool:
+        """Whether this machine has its environment or can build it (a lock of its flavour:
+        a CUDA-only release has none on a CPU machine)."""
+        return self.interpreter.exists() or self.lock().exists()
 
     @property
     def interpreter(self) -> Path:
@@ -201,6 +209,9 @@ class VllmUnderTest:
             return f"vLLM {self.label} (the environment of {self.home.python})"
         if self.source is None:
             return f"vLLM {self.label}"
+        if self.label in RELEASES:  # a release with no build here: its wheel's Python
+            return (f"vLLM {self.label} (no build for this machine: its wheel's Python, "
+                    f"{self.source}, over vLLM {self.home.version}'s env)")
         return f"vLLM {self.label} ({self.source}, over vLLM {self.home.version}'s env)"
 
 
@@ -241,8 +252,8 @@ def from_folder(spec: str) -> VllmUnderTest:
                          "source checkout or an unpacked wheel")
     version = parse_version(folder_version(folder))
     # a checkout of 0.32.x (a dev build, a patch) runs in the 0.32 release's environment
-    same_minor = [r for r in RELEASES.values()
-                  if parse_version(r.version).release[:2] == version.release[:2]]
+    same_minor = [r for r in RELEASES.values() if r.buildable
+                  and parse_version(r.version).release[:2] == version.release[:2]]
     label = f"{version}@{folder.name}"
     if same_minor:
         return VllmUnderTest(label, same_minor[-1], folder)
@@ -255,8 +266,9 @@ _IMPORTS = ("import vllm, vllm.model_executor.models.transformers.multimodal, "
 
 
 def fitting_release(folder: Path, version) -> Release:
-    """For a folder of a version no release matches (a checkout of main, a newer wheel): the
-    newest release environment on this machine in which its vllm imports (its Python over that
+    """For a folder of a version no release here matches (a checkout of main, a newer wheel,
+    a CUDA-only release's wheel on a CPU machine): the newest release environment on this
+    machine in which its vllm imports (its Python over that
     environment's torch and compiled parts); else a one-line error with what each lacks."""
     lacks = []
     for found in sorted(RELEASES.values(), key=lambda r: parse_version(r.version), reverse=True):
@@ -290,7 +302,39 @@ def parse(spec: str) -> VllmUnderTest:
     spec = spec.strip()
     if is_folder_spec(spec):
         return from_folder(spec)
-    return VllmUnderTest(spec, release(spec))
+    found = release(spec)
+    if found.buildable:
+        return VllmUnderTest(spec, found)
+    # a release with no build for this machine (0.33.0 is CUDA only): its wheel's Python over
+    # an environment it imports in; its engine cannot start here (its model cells say so)
+    over = from_folder(str(unpacked_wheel(found)))
+    return VllmUnderTest(spec, over.home, over.source)
+
+
+def unpacked_wheel(found: Release) -> Path:
+    """The release's wheel from the package index, unpacked into the cache (once)."""
+    import zipfile
+
+    target = cache_dir() / "vllm-wheels" / f"vllm-{found.version}"
+    if (target / "vllm" / "__init__.py").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with building(target), tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        if (target / "vllm" / "__init__.py").is_file():  # another process fetched it
+            return target
+        got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                              "--only-binary=:all:", f"vllm=={found.version}", "-d", tmp],
+                             capture_output=True, text=True)
+        wheels = sorted(Path(tmp).glob("vllm-*.whl"))
+        if got.returncode != 0 or not wheels:
+            tail = (got.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise RuntimeError(f"vLLM {found.version} has no build for this machine and its "
+                               f"wheel could not be fetched: {tail}")
+        unpacked = Path(tmp) / "unpacked"
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            wheel.extractall(unpacked)
+        os.replace(unpacked, target)
+    return target
 
 
 def installed_version() -> str | None:

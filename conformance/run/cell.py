@@ -20,6 +20,7 @@ from conformance.results.verdict import CellKey, Verdict
 from conformance.run.logs import as_error
 from conformance.subjects import plants_faults
 from conformance.subjects.faults import media_fault, planted, routed
+from conformance.subjects.vllm import engine_unavailable
 
 
 def model_options() -> dict[str, str]:
@@ -93,6 +94,8 @@ def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str]
     from conformance.run.suite import exception_text
 
     started = time.monotonic() if started is None else started
+    if check.loads_model and (reason := engine_unavailable(current().device)):
+        return Verdict.of(key, "n/a", reason, time.monotonic() - started)
     try:
         path = locate()
         with planted_around_cell(fault, key.subject):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.core import vllms
 from conformance.core.subjects import VLLM_BACKEND, VLLM_NATIVE
 from conformance.inputs.cases import Case
 from conformance.subjects.protocol import CACHE, HF_PROCESSOR, IMAGE_ROWS, VIDEO
@@ -195,6 +196,38 @@ def create_processor(path: str, impl: str, limits: Limits, **config: Any) -> Any
     return processor_from(model_config(path, impl, limits, **config))
 
 
+def cpu_kernels() -> bool:
+    """Whether vLLM's compiled CPU kernels load (a CPU build's `vllm._C` registers them)."""
+    import importlib
+
+    import torch
+
+    try:
+        importlib.import_module("vllm._C")
+    except ImportError:
+        return False
+    return hasattr(torch.ops._C, "init_cpu_memory_env")
+
+
+def engine_unavailable(device: str) -> str | None:
+    """Why the vLLM this process imports cannot start an engine on `device` (None: it can): a
+    property of its build on this machine, not of a checkpoint. vLLM 0.33.0's wheel (CUDA
+    only) over a CPU environment infers no platform ('Failed to infer device type'); a CPU
+    platform without vLLM's CPU kernels cannot start its worker."""
+    from vllm.platforms import current_platform
+
+    build = f"vLLM {vllms.current_label()}'s build"
+    if not current_platform.device_type:
+        return (f"{build} has no platform for this machine ({type(current_platform).__name__}): "
+                "its engine cannot start here; its processing is tested, not its models")
+    if device == "cpu" and not current_platform.is_cpu():
+        return f"{build} runs on {current_platform.device_type}, not on the CPU"
+    if device == "cpu" and not cpu_kernels():
+        return (f"{build} lacks vLLM's CPU kernels (torch.ops._C.init_cpu_memory_env): its "
+                "engine cannot start on the CPU; its processing is tested, not its models")
+    return None
+
+
 def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None = None
            ) -> Any:
     """An in-process `LLM` with one sequence, a small KV cache (`engine_settings`), no
@@ -301,8 +334,6 @@ def backend_takes_video(recipe: Any, path: str) -> bool:
     video, video can be compared on this vLLM and transformers (`vllms.video_comparable`), and
     the backend of the vLLM under test says it takes video for the checkpoint at `path`."""
     import transformers
-
-    from conformance.core import vllms
 
     return (bool(getattr(recipe, "takes_video", False))
             and vllms.video_comparable(vllms.current_label(), transformers.__version__)
