@@ -277,6 +277,7 @@ def test_a_bad_cells_output_goes_to_its_log_which_its_verdict_names(tmp_path, mo
 def raising_check(error: Exception):
     class Raising:
         id, level, exhaustive = "model", "checkpoint", True
+        loads_model = False  # the raising stands in for the model: no engine to ask about
 
         def run(self, *args, **kwargs):
             raise error

@@ -15,7 +15,7 @@ from conformance.checks.contract import PASS, Check, NotApplicable, Outcome
 
 # Order of the checks in a run (and in docs/checks.md's table): the checkpoint-level checks first.
 ORDER = ("processing", "profiling", "dummy-data", "model", "encoder", "mrope", "generate",
-         "prompt-ids", "placeholders", "embed-count", "cache", "slicing", "errors")
+         "pooling", "prompt-ids", "placeholders", "embed-count", "cache", "slicing", "errors")
 
 
 @functools.cache

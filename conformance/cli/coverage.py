@@ -36,8 +36,11 @@ def probe_version(version: str) -> dict[str, Any]:
 def fixtures_by_architecture() -> dict[str, list[str]]:
     from fixtures.registry import recipes_by_architecture
 
-    return {architecture: [r.name for r in recipes]
-            for architecture, recipes in recipes_by_architecture().items()}
+    # the catalogue is of the generative classes: a pooling fixture (LlavaModel,
+    # Gemma3ForSequenceClassification) serves a model type through another runner
+    found = {architecture: [r.name for r in recipes if not r.pooling]
+             for architecture, recipes in recipes_by_architecture().items()}
+    return {architecture: names for architecture, names in found.items() if names}
 
 
 def table(probes: list[dict[str, Any]], fixtures: dict[str, list[str]],

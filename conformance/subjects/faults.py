@@ -286,6 +286,23 @@ def _backend_logits_scaled() -> list[Any]:
     return [mock.patch.object(CausalMixin, "compute_logits", compute_logits)]
 
 
+def _backend_pooled_rolled() -> list[Any]:
+    """vLLM's backend pooling models hand their pooler the hidden states one token late (the
+    last token's state first): every token's pooled state is its neighbour's."""
+    import torch
+    from vllm.model_executor.models.transformers import pooling
+
+    patches = []
+    for mixin in (pooling.EmbeddingMixin, pooling.SequenceClassificationMixin):
+        # the forward next in the instance's MRO (the multimodal mixin's), as unpatched
+        def forward(self: Any, *args: Any, _mixin: type = mixin, **kwargs: Any) -> Any:
+            hidden = super(_mixin, self).forward(*args, **kwargs)
+            return torch.roll(hidden, 1, 0) if isinstance(hidden, torch.Tensor) else hidden
+
+        patches.append(mock.patch.object(mixin, "forward", forward, create=True))
+    return patches
+
+
 def _backend_row_shifted() -> list[Any]:
     """vLLM's backend hands each item's embedding rows over one row late (the first row
     repeated, the last dropped): the right rows, each at its neighbour's position."""
@@ -482,6 +499,7 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "backend-text-only-stack": _backend_text_only_stack,
     "backend-logits-scaled": _backend_logits_scaled,
     "backend-row-shifted": _backend_row_shifted,
+    "backend-pooled-rolled": _backend_pooled_rolled,
     "backend-one-item": _backend_one_item,
     "backend-bos-doubled": _backend_bos_doubled,
     "backend-embed-dropped": _backend_embed_dropped,

@@ -228,12 +228,14 @@ def engine_unavailable(device: str) -> str | None:
     return None
 
 
-def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None = None
-           ) -> Any:
+def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None = None,
+           runner: str = "auto", **options: Any) -> Any:
     """An in-process `LLM` with one sequence, a small KV cache (`engine_settings`), no
     processor cache and no prefix caching: the engine is shared by every model check of the
     checkpoint, and a KV block an earlier request of the same prompt left (another check, or
-    the run before a planted fault) would stand in for the computation under test."""
+    the run before a planted fault) would stand in for the computation under test. `runner`:
+    vLLM's ("pooling" for an embedding or classification checkpoint); `options`: further
+    engine arguments (a pooling check's `pooler_config`)."""
     from vllm import LLM
 
     # An engine that failed or was dropped earlier may still await collection (cycles), and
@@ -255,7 +257,9 @@ def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None
         mm_processor_cache_gb=0,
         enable_prefix_caching=False,
         seed=0,
+        runner=runner,
         **({} if dtype is None else {"dtype": dtype}),
+        **options,
     )
 
 

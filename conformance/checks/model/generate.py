@@ -12,6 +12,7 @@ from conformance.checks.contract import (
     PROBLEMS,
     Check,
     MediaHook,
+    NotApplicable,
     Proof,
     returning_outcome,
 )
@@ -246,6 +247,8 @@ def check_generate(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str
                    references: Sequence[str] | None = None) -> tuple[str | None, dict]:
     """Greedy decoding with logprobs on the recipe's two-item prompt, the backend against
     native vLLM (where vLLM has a native model) and the HF model."""
+    if recipe.pooling:
+        raise NotApplicable(not_decoding(recipe))
     modality, prompt, items = two_item_inputs(recipe, path)
     subject_items = subject_media(list(items)) if subject_media else items
     data: dict[str, Any] = {}
@@ -254,6 +257,13 @@ def check_generate(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str
     problems += text_only(recipe, path, device, dtype, modality, data, references)
     data[PROBLEMS] = problems
     return (problems[0] if problems else None), data
+
+
+def not_decoding(recipe: Recipe) -> str:
+    """Why a decoding check does not apply to a pooling checkpoint."""
+    return (f"{recipe.name} is a pooling checkpoint ({recipe.architecture}, runner "
+            f"{recipe.runner!r}): vLLM serves it no decoding; the `pooling` check compares "
+            "its pooled outputs")
 
 
 # A request without media: a multimodal model serves text too, and the steps that assume items

@@ -12,10 +12,16 @@ from conformance.checks.contract import (
     PROBLEMS,
     Check,
     MediaHook,
+    NotApplicable,
     Proof,
     returning_outcome,
 )
-from conformance.checks.model.generate import Decoded, compared_decodings, text_only
+from conformance.checks.model.generate import (
+    Decoded,
+    compared_decodings,
+    not_decoding,
+    text_only,
+)
 from conformance.checks.model.references import HF_REF
 from conformance.checks.processing import items_per_prompt
 from conformance.core.subjects import VLLM_BACKEND
@@ -39,6 +45,8 @@ def check_model(recipe: Recipe, path: str, *, subject_media: MediaHook | None = 
                 references: Sequence[str] | None = None) -> tuple[str | None, dict]:
     """One greedy step on the engines `generate` decodes with (built once per checkpoint and
     implementation): the token, and in fp32 its top logprobs within fp32 noise."""
+    if recipe.pooling:
+        raise NotApplicable(not_decoding(recipe))
     modality, count = recipe.modalities[0], items_per_prompt(recipe)
     prompt = recipe.render_prompt(modality, count)
     items = make_items(modality, count, audio_rate(recipe, path))

@@ -208,7 +208,7 @@ def llm(recipe: Recipe, path: str, impl: str, device: str = "cpu",
     """The engine (`LLM`), for decoding; the device is the platform's."""
     def make() -> Any:
         ensure_distributed()  # else the engine's worker makes the groups for its model alone
-        return vllm.engine(path, impl, limits_for(recipe), dtype=dtype)
+        return vllm.engine(path, impl, limits_for(recipe), dtype=dtype, runner=recipe.runner)
 
     return CACHE.get(cache_key("llm", path, impl, device, dtype), make)
 
