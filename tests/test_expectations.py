@@ -254,9 +254,10 @@ WITHOUT_CAUSE = {
     **{("video-embed-token-tie", f"video item {index}: embedding positions differ"):
        "vLLM 0.32.0's cells are not in the committed baseline: no observed difference to take "
        "the positions or ids from" for index in range(3)},
-    ("video-embed-token-tie", "prompt: vs vllm-native: video item 0: embedding positions differ"):
-        "vLLM 0.32.0's cells are not in the committed baseline: no observed difference to take "
-        "the positions or ids from",
+    **{("video-embed-token-tie",
+        f"prompt: vs vllm-native: video item {index}: embedding positions differ"):
+       "vLLM 0.32.0's cells are not in the committed baseline: no observed difference to take "
+       "the positions or ids from" for index in range(3)},
 }
 
 # a token of the prompt (<image>, [IMG_BREAK]), an empty list (a side with nothing more: a
