@@ -108,8 +108,8 @@ def test_a_narrow_run_writes_no_absolute_path_and_its_reproducer_runs_elsewhere(
     started = time.time()
     out = tmp_path / "run"
     run = subprocess.run(
-        [sys.executable, "-m", "conformance", "run", "--fixtures", "llava", "--versions",
-         "5.17.0", "--subjects", "impl", "--checks", "placeholders", "--jobs", "1",
+        [sys.executable, "-m", "conformance", "run", "--vllm", "0.31.0", "--fixtures", "llava",
+         "--versions", "5.17.0", "--subjects", "impl", "--checks", "placeholders", "--jobs", "1",
          "--fault", "offset-shift", "--output", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]  # the planted fault

@@ -21,8 +21,8 @@ from conformance.run.session import LOCK, PARTIAL, Session
 
 CELL = Verdict("llava", "5.17.0", "cache", "pass", subject="impl")
 # a small run: every argument valid, so that only the folder can stop it
-RUN = ["run", "--fixtures", "llava", "--versions", "5.17.0", "--checks", "cache",
-       "--subjects", "impl"]
+RUN = ["run", "--vllm", "0.31.0", "--fixtures", "llava", "--versions", "5.17.0", "--checks",
+       "cache", "--subjects", "impl"]
 
 
 def holder(folder: Path) -> subprocess.Popen:

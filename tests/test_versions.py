@@ -185,8 +185,8 @@ def test_run_exits_2_on_a_version_that_cannot_be_installed_without_writing_cells
     monkeypatch.setattr(versions, "_DECIDED", {})
     monkeypatch.setattr(versions, "resolve_pins", fake_resolver())
     output = tmp_path / "run"
-    code = main(["run", "--fixtures", "llava", "--checks", "prompt-ids", "--versions",
-                 "5.24.0,5.25.0,9.9.9", "--output", str(output)])
+    code = main(["run", "--vllm", "0.31.0", "--fixtures", "llava", "--checks", "prompt-ids",
+                 "--versions", "5.24.0,5.25.0,9.9.9", "--output", str(output)])
     err = capsys.readouterr().err.splitlines()
     assert code == 2
     assert [line.split(":")[1].strip() for line in err] == [

@@ -100,6 +100,10 @@ def test_a_folder_of_an_unknown_version_runs_over_an_environment_it_imports_in(t
     built = [r for r in vllms.RELEASES.values() if r.interpreter.exists()]
     newest = max(built, key=lambda r: vllms.parse_version(r.version))  # it imports in each
     assert vllms.fitting_release(folder, "0.40.0.dev1") is newest
+    # a CUDA-only release's wheel prefers the default release's environment (the same cells
+    # on every machine, whichever other environments it has built)
+    default = vllms.RELEASES[vllms.DEFAULT_VLLM]
+    assert vllms.fitting_release(folder, "0.33.0", prefer=vllms.DEFAULT_VLLM) is default
 
 
 def test_an_environment_is_named_by_its_vllm_and_folder():
@@ -130,10 +134,31 @@ def test_an_interpreter_without_vllm_or_no_interpreter_is_a_one_line_error(tmp_p
         vllms.from_python(bare / "bin" / "python")
 
 
+def test_the_default_axis_is_the_reference_release_and_the_newest(monkeypatch):
+    # parsing the newest would fetch its wheel on a CPU machine: what parse is asked is enough
+    monkeypatch.setattr(vllms, "parse", lambda v: vllms.VllmUnderTest(v, vllms.release(v)))
+    assert [v.label for v in vllms.default()] == list(vllms.DEFAULT_AXIS)
+    assert vllms.DEFAULT_AXIS[0] == vllms.DEFAULT_VLLM  # `impl` reproduces the first
+    newest = max(vllms.RELEASES, key=vllms.parse_version)
+    assert vllms.DEFAULT_AXIS[-1] == newest
+
+
 def test_the_default_is_the_vllm_installed_where_the_harness_runs(monkeypatch):
-    assert vllms.default().home is vllms.RELEASES[vllms.DEFAULT_VLLM]
     monkeypatch.setattr(vllms, "installed_version", lambda: "0.34.0.dev3")
-    assert isinstance(vllms.default().home, vllms.Environment)
+    [found] = vllms.default()
+    assert isinstance(found.home, vllms.Environment)
+
+
+def test_a_default_axis_release_that_cannot_be_had_says_how_to_run_without_it(monkeypatch):
+    def no_wheel(version):
+        if version != vllms.DEFAULT_VLLM:
+            raise RuntimeError(f"vLLM {version} has no build for this machine and its wheel "
+                               "could not be fetched: no network")
+        return vllms.VllmUnderTest(version, vllms.release(version))
+
+    monkeypatch.setattr(vllms, "parse", no_wheel)
+    with pytest.raises(ValueError, match=f"--vllm {vllms.DEFAULT_VLLM} tests the default"):
+        vllms.default()
 
 
 def test_a_wheel_folder_without_version_file_reads_its_dist_info(tmp_path):

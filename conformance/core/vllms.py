@@ -35,6 +35,11 @@ DEFAULT_VLLM = "0.31.0"
 IMPL_REFERENCE = DEFAULT_VLLM
 """Whose backend `impl` reproduces, whatever vLLM a run tests (it names it in reports)."""
 
+DEFAULT_AXIS = (DEFAULT_VLLM, "0.33.0")
+"""The releases a run tests when none is named: the one `impl` reproduces and the newest. On a
+machine without a build of the newest (0.33.0 is CUDA only), its wheel's Python runs over the
+default release's environment: processing-level cells; the model-level ones say why not."""
+
 
 @dataclass(frozen=True)
 class Release:
@@ -265,13 +270,15 @@ _IMPORTS = ("import vllm, vllm.model_executor.models.transformers.multimodal, "
             "vllm.model_executor.models.registry")
 
 
-def fitting_release(folder: Path, version) -> Release:
+def fitting_release(folder: Path, version, prefer: str | None = None) -> Release:
     """For a folder of a version no release here matches (a checkout of main, a newer wheel,
-    a CUDA-only release's wheel on a CPU machine): the newest release environment on this
-    machine in which its vllm imports (its Python over that
-    environment's torch and compiled parts); else a one-line error with what each lacks."""
+    a CUDA-only release's wheel on a CPU machine): the release environment `prefer` names, else
+    the newest on this machine, in which its vllm imports (its Python over that environment's
+    torch and compiled parts); else a one-line error with what each lacks."""
     lacks = []
-    for found in sorted(RELEASES.values(), key=lambda r: parse_version(r.version), reverse=True):
+    order = sorted(RELEASES.values(), key=lambda r: (r.version == prefer, parse_version(r.version)),
+                   reverse=True)
+    for found in order:
         if not found.interpreter.exists():
             continue
         done = subprocess.run([str(found.interpreter), "-c", _IMPORTS], capture_output=True,
@@ -304,9 +311,11 @@ def parse(spec: str) -> VllmUnderTest:
     if found.buildable:
         return VllmUnderTest(spec, found)
     # a release with no build for this machine (0.33.0 is CUDA only): its wheel's Python over
-    # an environment it imports in; its engine cannot start here (its model cells say so)
-    over = from_folder(str(unpacked_wheel(found)))
-    return VllmUnderTest(spec, over.home, over.source)
+    # the default release's environment where it imports there (the same cells on every
+    # machine, whichever other environments it has built), else the newest it imports in; its
+    # engine cannot start here (its model cells say so)
+    wheel = unpacked_wheel(found)
+    return VllmUnderTest(spec, fitting_release(wheel, found.version, prefer=DEFAULT_VLLM), wheel)
 
 
 def unpacked_wheel(found: Release) -> Path:
@@ -343,19 +352,26 @@ def installed_version() -> str | None:
         return None
 
 
-def default() -> VllmUnderTest:
-    """What a run tests when given no vLLM: the default release, or, where the harness is
-    installed beside another vLLM (vLLM's own CI environment), that one."""
+def default() -> list[VllmUnderTest]:
+    """What a run tests when given no vLLM: the default axis (`DEFAULT_AXIS`), or, where the
+    harness is installed beside another vLLM (vLLM's own CI environment), that one alone."""
     found = installed_version()
-    if found is None or found == DEFAULT_VLLM:
-        return parse(DEFAULT_VLLM)
-    return from_python(sys.executable)
+    if found is not None and found != DEFAULT_VLLM:
+        return [from_python(sys.executable)]
+    chosen = []
+    for version in DEFAULT_AXIS:
+        try:
+            chosen.append(parse(version))
+        except (RuntimeError, ValueError) as error:
+            raise ValueError(f"{error} (vLLM {version} is in the default vLLM axis; "
+                             f"--vllm {DEFAULT_VLLM} tests the default release alone)") from None
+    return chosen
 
 
 def parse_many(specs: tuple[str, ...], pythons: tuple[str, ...] = ()) -> dict[str, VllmUnderTest]:
     """Labels -> what they test, in the order given: releases and folders, then environments
     by their interpreter (none of either: `default()`)."""
-    chosen = [parse(s) for s in specs] + [from_python(p) for p in pythons] or [default()]
+    chosen = [parse(s) for s in specs] + [from_python(p) for p in pythons] or default()
     return {v.label: v for v in chosen}
 
 

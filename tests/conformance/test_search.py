@@ -92,6 +92,48 @@ def test_a_case_compared_twice_counts_once(searched, monkeypatch, tmp_path):
     assert verdict.data["compared_by_pass"] == {"default": 25}
 
 
+def few_cases(monkeypatch, kinds: int, draws_each: int = 1000) -> list[Case]:
+    """Every draw one of `kinds` cases, each made by `draws_each` draws (as an empty text piece
+    beside another makes the same text as that piece alone)."""
+    from hypothesis import strategies as st
+
+    made = [Case("llava", "image", ("", f"text {i}"),
+                 (Media("image", height=20, width=30, seed=i),)) for i in range(kinds)]
+    drawn = st.tuples(st.integers(0, kinds - 1),
+                      st.integers(1, draws_each)).map(lambda t: made[t[0]])
+    monkeypatch.setattr(suite, "cases", lambda *a, **k: drawn)
+    monkeypatch.setattr(examples, "for_search", lambda *a: ())
+    return made
+
+
+def test_a_case_drawn_again_is_replaced_by_another_draw(searched, monkeypatch, tmp_path):
+    few_cases(monkeypatch, 40)
+    verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    ran = [case.to_json() for case in searched[0]]
+    assert verdict.status == "pass", verdict.detail
+    # the search went on drawing until the floor's distinct cases, each run once
+    assert len(ran) == len(set(ran)) == 25 and verdict.data["repeated"] > 0
+    assert verdict.data["compared_by_pass"] == {"default": 25}
+
+
+@pytest.mark.parametrize("draws_each", [1000, 2])
+def test_too_few_distinct_cases_stay_inconclusive(searched, monkeypatch, tmp_path, draws_each):
+    # with 2 draws per case hypothesis runs some draw twice: the draw that ran a case runs it
+    # again (a rejected replay of a passing draw would be a FlakyFailure, an `error`)
+    few_cases(monkeypatch, 10, draws_each)
+    verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    assert verdict.status == "inconclusive", verdict.detail
+    assert "10 cases compared with the default options (floor 25" in verdict.detail
+
+
+def test_a_failing_case_drawn_again_is_still_shrunk_and_reported(searched, monkeypatch,
+                                                                  tmp_path):
+    made = few_cases(monkeypatch, 40)
+    monkeypatch.setattr(sys.modules[__name__], "FAILING", made[5:])
+    verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    assert verdict.status == "fail" and "planted: this case differs" in verdict.detail
+
+
 def test_the_fixed_seed_is_recorded_and_the_nightly_seed_changes(searched, tmp_path):
     verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
     assert verdict.data["seed"] == suite.SEARCH_SEED
@@ -155,7 +197,8 @@ def test_a_run_records_its_seed_and_hands_it_to_its_workers(monkeypatch, tmp_pat
 
     monkeypatch.setattr("conformance.run.session.run_cells", run_cells)
     out = Path(tmp_path)
-    args = ["run", "--fixtures", "llava", "--versions", "5.17.0", "--subjects", "impl",
+    args = ["run", "--vllm", "0.31.0", "--fixtures", "llava", "--versions", "5.17.0",
+            "--subjects", "impl",
             "--checks", "prompt-ids", "--profile", "nightly", "--output", str(out)]
     assert main([*args, "--seed", "42"]) == 0
     assert seen == ["42"]
