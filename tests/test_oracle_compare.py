@@ -59,3 +59,22 @@ def test_embedding_positions_are_compared_not_just_ranges():
     masked = with_image(Placeholder(2, 4, (3, 4)), BASE.placeholders["image"][1])
     difference = first_difference(BASE, masked)
     assert "embedding positions differ" in difference and "only native [2, 5]" in difference
+
+
+def test_ranges_of_prompts_whose_ids_differ_name_the_ids_beside_their_embeddings():
+    """A range covering markers around the soft tokens against one covering the soft tokens
+    alone, in prompts one id apart (a BOS): the markers are named, whatever the item's size."""
+    from conformance.checks.differences import prompt_differences
+
+    for size in (2, 5):
+        soft = (4,) * size
+        native = Processed((1, 5, *soft, 6, 2),
+                           {"image": (Placeholder(1, size + 2, tuple(range(2, 2 + size))),)})
+        backend = Processed((9, 1, 5, *soft, 6, 2),
+                            {"image": (Placeholder(3, size, tuple(range(3, 3 + size))),)})
+        ids, ranges = prompt_differences(native, backend, NAMES)
+        assert ids.startswith("prompt ids differ at position 0")
+        assert ranges.startswith("image item 0: ranges differ within the item: native "
+                                 f"offset=1 length={size + 2} embeds={size} of {size + 2}")
+        assert ranges.endswith("(beside the embeddings native's range holds ids {5, 6}, "
+                               "backend's none)")

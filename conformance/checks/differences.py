@@ -142,9 +142,20 @@ def items_differences(expected: ProcessedPrompt, actual: ProcessedPrompt,
         inner_y = [q - y.offset for q in y.embed_positions]
         if (x.length, inner_x) != (y.length, inner_y):
             found.append(f"{where}: ranges differ within the item: {a} {describe(x)} vs {b} "
-                         f"{describe(y)}")
+                         f"{describe(y)} (beside the embeddings {a}'s range holds "
+                         f"{beside(x, expected.prompt_ids)}, {b}'s "
+                         f"{beside(y, actual.prompt_ids)})")
         found += held_difference(where, expected, actual, x, y, names)
     return found
+
+
+def beside(p: Placeholder, ids: tuple[int, ...]) -> str:
+    """The ids a range holds at its positions that are not embedding positions, as a set:
+    what one range covers and another does not (markers around an item's soft tokens) reads
+    the same whatever the item's size."""
+    embeds = set(p.embed_positions)
+    held = sorted({ids[q] for q in range(p.offset, p.offset + p.length) if q not in embeds})
+    return f"ids {{{', '.join(map(str, held))}}}" if held else "none"
 
 
 def value_difference(expected: Any, actual: Any, where: str) -> str | None:

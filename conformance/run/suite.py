@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from hypothesis import Phase, example, given, reject, seed, settings
+from hypothesis.control import current_build_context
 from hypothesis.errors import Unsatisfiable
 
 from conformance.checks import get_check
@@ -82,6 +83,10 @@ class Search:
     known: dict[str, tuple[str, Case]] = field(default_factory=dict)  # sig -> evidence
     unknown: dict[str, tuple[str, Case]] = field(default_factory=dict)  # sig -> latest evidence
     seen: set[tuple[str, str]] = field(default_factory=set)  # (search, case) compared
+    # (search, case) run without a new difference -> the draw (hypothesis's choices) that ran it:
+    # another draw making the same case is no new draw
+    settled: dict[tuple[str, str], tuple] = field(default_factory=dict)
+    repeated: int = 0  # draws of an already settled case, rejected (drawn again in its place)
     # the findings' examples (`inputs/examples.toml`) each search runs: fixed cases, compared
     # but not counted toward the floor, which is about the cases drawn
     examples: set[tuple[str, str]] = field(default_factory=set)
@@ -93,6 +98,8 @@ class Search:
                       "compared_by_pass": dict(self.compared_by_pass), "compared_floor": floor,
                       "compared_by_modality": dict(self.compared_by_modality),
                       "oracle_failures": sum(self.unprocessable.values())}
+        if self.repeated:
+            data["repeated"] = self.repeated
         if self.unprocessable:
             data["oracle_reasons"] = dict(self.unprocessable.most_common(5))
             data["oracle_note"] = self.unprocessable.most_common(1)[0][0]
@@ -157,6 +164,16 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
     claims = declared.claims(ctx)
 
     def attempt(case: Case) -> None:
+        seen_as, draw = (found.current, case.to_json()), current_build_context().data.choices
+        if found.settled.get(seen_as, draw) != draw:
+            # Different draws can make the same case (an empty text piece beside another joins
+            # to the same text): run again it would compare nothing new, and counted as a
+            # draw it would leave the search short of its floor of distinct cases. Rejected,
+            # it is not counted and the search draws another in its place. The draw that ran
+            # it runs it again when hypothesis replays that draw (its result must not change),
+            # and a case that raised is never settled (hypothesis replays it to shrink it).
+            found.repeated += 1
+            reject()
         found.generated += 1
         found.options_by_pass.setdefault(found.current, set()).update(case.processor_kwargs)
         cause: Exception | None = None
@@ -168,7 +185,6 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             reject()
         except Exception as error:  # the subject crashed on this case
             outcome, cause = Outcome(False, "raised " + exception_text(error)), error
-        seen_as = (found.current, case.to_json())
         if cause is not None:  # a crash compared nothing: counted apart, never toward a pass
             found.crashed += 1
         elif seen_as not in found.seen:
@@ -189,6 +205,7 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
                 raised = failure_type(sig)(evidence)
         if raised is not None:
             raise raised from cause
+        found.settled.setdefault(seen_as, draw)
 
     # no example database: a search replays nothing saved by an earlier one (every cell's search
     # is the same function to hypothesis), so its cases are its seed's alone

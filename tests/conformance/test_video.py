@@ -24,7 +24,8 @@ from conformance.subjects.vllm import BACKEND, VllmSubject, backend_takes_video
 from fixtures.registry import available_recipes, get_recipe
 
 # GLM-4V takes video too, not drawn yet (fixtures/recipes/glm4v.py says why)
-VIDEO_FIXTURES = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "llava_onevision"}
+VIDEO_FIXTURES = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "llava_onevision",
+                  "llava_next_video"}  # takes video; the backend counts none of it (recipe)
 
 
 def test_a_video_is_its_frames_made_from_the_seed():

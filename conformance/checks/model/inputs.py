@@ -115,7 +115,14 @@ def impl_embed(model: Any, out: Any, device: str) -> dict[str, list]:
 
 
 def error_text(error: Exception) -> str:
-    return f"{type(error).__name__}: {error}"
+    """The error's type and message; a bare `assert` (no message) names the statement that
+    raised it instead, so that evidence can tell one bare assertion from another."""
+    import traceback
+
+    if str(error) or error.__traceback__ is None:
+        return f"{type(error).__name__}: {error}"
+    frame = traceback.extract_tb(error.__traceback__)[-1]
+    return f"{type(error).__name__}: (raised by `{frame.line}` in {frame.filename.split('/')[-1]})"
 
 
 def summary(problems: Sequence[str], limit: int = 6) -> str | None:

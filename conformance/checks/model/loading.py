@@ -168,10 +168,32 @@ def build_hf_model(path: str, device: str, dtype: str, cls: Any = None) -> Any:
     hf_logging.set_verbosity_error()  # the load report lists the unused lm_head
     try:
         with hf_init_context(path):
-            model = (cls or AutoModel).from_pretrained(path, dtype=getattr(torch, dtype))
+            if cls is not None:
+                model = cls.from_pretrained(path, dtype=getattr(torch, dtype))
+            else:
+                model = base_model_from_pretrained(AutoModel, path, dtype=getattr(torch, dtype))
     finally:
         hf_logging.set_verbosity(verbosity)
     return model.to(device).eval()
+
+
+# The hub layout's prefix of the base model inside a ...ForConditionalGeneration checkpoint
+BASE_MODEL_PREFIX = {r"^model\.": ""}
+
+
+def base_model_from_pretrained(auto: Any, path: str, **kwargs: Any) -> Any:
+    """The base model with the checkpoint's weights. A base model class whose
+    `base_model_prefix` is "" (transformers' LightOnOcrModel) cannot strip the hub layout's
+    `model.` prefix: `AutoModel.from_pretrained` reports every weight missing and initialises
+    them at random. Only then, loading again with that prefix mapped away; kept only where it
+    leaves fewer weights missing (the backend loads such checkpoints through its own mapper)."""
+    model, info = auto.from_pretrained(path, output_loading_info=True, **kwargs)
+    if not info["missing_keys"]:
+        return model
+    mapped, mapped_info = auto.from_pretrained(
+        path, output_loading_info=True, key_mapping=BASE_MODEL_PREFIX, **kwargs
+    )
+    return mapped if len(mapped_info["missing_keys"]) < len(info["missing_keys"]) else model
 
 
 @contextlib.contextmanager
