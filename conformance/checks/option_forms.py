@@ -1,0 +1,114 @@
+"""The "option forms" sub-property that prompt-ids, placeholders and cache share.
+
+vLLM takes processor options in several forms (`conformance.inputs.forms`): model-level flat
+(`LLM(mm_processor_kwargs=opts)`, how the suites give a case's options), model-level scoped by
+modality (`{"images_kwargs": opts}`), per request (a prompt's `mm_processor_kwargs`, handed to
+the processor as `hf_processor_mm_kwargs`, and part of the processor cache's key; flat or
+scoped), and on disk in the checkpoint's own processor config. A case with options carries one
+form besides model-flat (`Case.option_form`); the subject processes it in that form, which must
+equal what native vLLM gives for the same form (else, or where native vLLM's own handling of
+the form is unreliable, `Recipe.native_scoped_unreliable`, the HF processor's, which takes
+options as call kwargs in any form), and the subject's own output with them model-flat (the
+disk form is compared with the oracles reading the same folder alone: what transformers makes
+of an option written there is its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from conformance.checks.differences import Names, error_text
+from conformance.core.subjects import HF
+from conformance.inputs.cases import Case
+from conformance.inputs.forms import DISK, REQUEST_FORMS, SCOPED_FORMS
+from conformance.subjects.context import Context, in_form
+from conformance.subjects.isolation import processor_defaults_fresh
+from impl.types import ProcessedPrompt
+
+FORMS = "option forms"
+
+# The differences of two outputs a check compares (expected first), named as `Names` says
+Compare = Callable[[ProcessedPrompt, ProcessedPrompt, Names], list[str]]
+
+
+def claims(ctx: Context) -> tuple[str, ...]:
+    """Claimed only where the suites draw option sets (the recipe has some): a cell that never
+    draws one never exercises it."""
+    return (FORMS,) if ctx.recipe.processor_options else ()
+
+
+def label(case: Case) -> str:
+    return f"{case.option_form} {dict(case.processor_kwargs)}"
+
+
+def exercised(case: Case) -> bool:
+    return bool(case.processor_kwargs and case.option_form)
+
+
+def reference(ctx: Context, case: Case) -> str:
+    """The oracle the case's form is compared with: the check's reference, but the HF processor
+    for a scoped form where native vLLM's own handling of it is unreliable."""
+    if case.option_form in SCOPED_FORMS and ctx.recipe.native_scoped_unreliable:
+        return HF
+    return ctx.reference
+
+
+def subject_output(ctx: Context, case: Case) -> tuple[ProcessedPrompt | None, list[str]]:
+    """The subject's output for the case's options in its form, or None and the difference its
+    raising is: it is only asked after it processed them model-level, so the error is the
+    form's alone (a crash would hide the other sub-properties)."""
+    try:
+        return ctx.subject_form_output(case), []
+    except Exception as error:
+        return None, [f"{label(case)}: {ctx.subject.name} raised where it processes them as "
+                      f"model-level options: {error_text(error)}"]
+
+
+def differences(ctx: Context, case: Case, model_level: ProcessedPrompt,
+                compare: Compare) -> tuple[list[str], bool]:
+    """The subject's output with the case's options in its form against the form's reference
+    oracle's (`reference`; an oracle that rejects it is not compared) and against
+    `model_level`, the subject's own with them model-flat (not for the disk form); and whether
+    the sub-property was exercised (a case without options has no other form)."""
+    if not exercised(case):
+        return [], False
+    mine, found = subject_output(ctx, case)
+    if mine is None:
+        return found, True
+    subject, oracle = ctx.subject.name, reference(ctx, case)
+    if (theirs := ctx.oracle_form_output(oracle, case)) is not None:
+        found += [f"{label(case)}: vs {oracle}: {text}"
+                  for text in compare(theirs, mine, (oracle, subject))]
+    if case.option_form != DISK:
+        found += [f"{label(case)}: vs {subject} model-level: {text}"
+                  for text in compare(model_level, mine, (f"{subject} model-level",
+                                                          f"{subject} {case.option_form}"))]
+    return found, True
+
+
+def cached_request(party: Any, case: Case) -> dict[str, Any] | None:
+    """Through one cache of `party`'s default processor: the case's items without options,
+    then the same request with the case's options in its form (a request form: a model-level
+    form or the disk form is another deployment, with a cache of its own); its output and
+    the cache hits it made, and the hits the same request makes through an empty cache (the
+    items it repeats: any more came from the items without options, whose key must differ).
+    None where the form is no request form or the items without options cannot be processed
+    (the default options' own failure, judged in their search: nothing was cached to hit).
+    Every request starts from the defaults a deployment without model-level options has
+    (`in_form`)."""
+    if case.option_form not in REQUEST_FORMS:
+        return None
+    cache = party.new_cache(())
+    try:
+        with processor_defaults_fresh():
+            party.process(replace(case, processor_kwargs=()), cache=cache)
+    except Exception:
+        return None
+    empty = party.new_cache(())
+    in_form(party, case, cache=empty)
+    before = cache.make_stats().hits
+    requested = in_form(party, case, cache=cache)
+    return {"requested": requested, "hits": cache.make_stats().hits - before,
+            "own hits": empty.make_stats().hits}
