@@ -7,10 +7,12 @@ the processor as `hf_processor_mm_kwargs`, and part of the processor cache's key
 scoped), and on disk in the checkpoint's own processor config. A case with options carries one
 form besides model-flat (`Case.option_form`); the subject processes it in that form, which must
 equal what native vLLM gives for the same form (else, or where native vLLM's own handling of
-the form is unreliable, `Recipe.native_scoped_unreliable`, the HF processor's, which takes
-options as call kwargs in any form), and the subject's own output with them model-flat (the
-disk form is compared with the oracles reading the same folder alone: what transformers makes
-of an option written there is its own).
+the form is unreliable, `Recipe.native_scoped_unreliable`, the HF processor's given them in the
+same form: scoped ones as a call kwarg, the disk form from the same copy of the checkpoint);
+per request flat also the subject's own output with them model-flat. A form need not mean what
+model-flat means: transformers takes some options at construction only (Qwen2-VL's
+`max_pixels`: scoped, it is not applied, by native vLLM and the HF processor alike), so the
+other forms are compared with the oracles alone.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from conformance.checks.differences import Names, error_text
 from conformance.core.subjects import HF
 from conformance.inputs.cases import Case
-from conformance.inputs.forms import DISK, REQUEST_FORMS, SCOPED_FORMS
+from conformance.inputs.forms import REQUEST_FLAT, REQUEST_FORMS, SCOPED_FORMS
 from conformance.subjects.context import Context, in_form
 from conformance.subjects.isolation import processor_defaults_fresh
 from impl.types import ProcessedPrompt
@@ -69,9 +71,10 @@ def subject_output(ctx: Context, case: Case) -> tuple[ProcessedPrompt | None, li
 def differences(ctx: Context, case: Case, model_level: ProcessedPrompt,
                 compare: Compare) -> tuple[list[str], bool]:
     """The subject's output with the case's options in its form against the form's reference
-    oracle's (`reference`; an oracle that rejects it is not compared) and against
-    `model_level`, the subject's own with them model-flat (not for the disk form); and whether
-    the sub-property was exercised (a case without options has no other form)."""
+    oracle's (`reference`; an oracle that rejects it is not compared) and, per request flat,
+    against `model_level`, the subject's own with them model-flat (vLLM's contract: a
+    request's option overrides the model-level one of its name); and whether the
+    sub-property was exercised (a case without options has no other form)."""
     if not exercised(case):
         return [], False
     mine, found = subject_output(ctx, case)
@@ -81,7 +84,7 @@ def differences(ctx: Context, case: Case, model_level: ProcessedPrompt,
     if (theirs := ctx.oracle_form_output(oracle, case)) is not None:
         found += [f"{label(case)}: vs {oracle}: {text}"
                   for text in compare(theirs, mine, (oracle, subject))]
-    if case.option_form != DISK:
+    if case.option_form == REQUEST_FLAT:
         found += [f"{label(case)}: vs {subject} model-level: {text}"
                   for text in compare(model_level, mine, (f"{subject} model-level",
                                                           f"{subject} {case.option_form}"))]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from conformance.inputs.forms import freeze
 from conformance.inputs.media import SAMPLING_RATE, Media, mm_data
 
 
@@ -89,7 +90,7 @@ class Case:
         raw = json.loads(text)
         raw["segments"] = tuple(raw["segments"])
         raw["media"] = tuple(Media(**m) for m in raw["media"])
-        raw["processor_kwargs"] = tuple(tuple(kv) for kv in raw["processor_kwargs"])
+        raw["processor_kwargs"] = tuple((k, freeze(v)) for k, v in raw["processor_kwargs"])
         return cls(**raw)
 
     def describe(self) -> str:

@@ -72,7 +72,7 @@ def form_inputs(form: str, options: tuple[tuple[str, Any], ...], modality: str,
     if form in ("", MODEL_FLAT) or not options:
         return FormInputs(model=options)
     if form == MODEL_SCOPED:
-        return FormInputs(model=((scope(modality), flat),))
+        return FormInputs(model=((scope(modality), freeze(flat)),))
     if form == REQUEST_FLAT:
         return FormInputs(request=flat)
     if form == REQUEST_SCOPED:
@@ -80,6 +80,44 @@ def form_inputs(form: str, options: tuple[tuple[str, Any], ...], modality: str,
     if form == DISK:
         return FormInputs(path=str(disk_folder(path, options, modality)))
     raise ValueError(f"unknown option form {form!r} (known: {', '.join(FORMS)})")
+
+
+class Frozen(dict):
+    """An option's value that is a mapping (`max_image_size={"longest_edge": 364}`), hashable
+    so a case holding it can key the memos; never changed after it is made."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(options_key(self))
+
+
+def freeze(value: Any) -> Any:
+    return Frozen({k: freeze(v) for k, v in value.items()}) if isinstance(value, dict) else value
+
+
+def frozen_options(options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """An option set as cases hold it: sorted pairs, mapping values hashable."""
+    return tuple(sorted((k, freeze(v)) for k, v in options.items()))
+
+
+def parse_option(text: str) -> tuple[str | None, str, Any]:
+    """`[SCOPE.]NAME=VALUE` as `conformance check --processor-option` takes it: the scope
+    (`images_kwargs`, `audio_kwargs`, `videos_kwargs`; None: flat), the option's name, and its
+    value read as JSON where it is JSON (`364`, `false`, `{"longest_edge": 364}`), else the
+    text itself."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise ValueError(f"--processor-option {text!r}: expected [SCOPE.]NAME=VALUE")
+    group, dot, option = name.partition(".")
+    if not dot:
+        group, option = "", name
+    elif group not in SCOPES.values():
+        raise ValueError(f"--processor-option {text!r}: scope {group!r} is none of "
+                         f"{', '.join(SCOPES.values())}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return group or None, option, freeze(value)
 
 
 def options_key(options: Any) -> str:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from conformance.core.settings import current
 from conformance.inputs.cases import Case
-from conformance.inputs.forms import OTHER_FORMS
+from conformance.inputs.forms import OTHER_FORMS, frozen_options
 from conformance.inputs.media import SAMPLING_RATE, Media
 from fixtures.recipe import Recipe
 
@@ -128,7 +128,7 @@ def media(recipe: Recipe, modality: str, rate: int = SAMPLING_RATE) -> st.Search
 def processor_options(recipe: Recipe) -> st.SearchStrategy[tuple[tuple[str, object], ...]]:
     """One of the architecture's option sets a deployment might configure
     (`Recipe.processor_options`: {option: value} sets)."""
-    variants = [tuple(sorted(v.items())) for v in recipe.processor_options]
+    variants = [frozen_options(v) for v in recipe.processor_options]
     return st.sampled_from(variants) if variants else st.just(())
 
 

@@ -196,12 +196,14 @@ def _backend_scoped_options_ignored() -> list[Any]:
 
     def around(self: Any, original: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         ctx = self.info.ctx
-        merged = ctx.get_merged_mm_kwargs
+        merged = type(ctx).get_merged_mm_kwargs
 
-        def without(given: Any, **options: Any) -> dict[str, Any]:
-            return _unscoped(merged(_unscoped(given), **options))
+        def without(owner: Any, given: Any, **options: Any) -> dict[str, Any]:
+            if owner is not ctx:  # another processor's context (frozen: patched on its class)
+                return merged(owner, given, **options)
+            return _unscoped(merged(owner, _unscoped(given), **options))
 
-        with mock.patch.object(ctx, "get_merged_mm_kwargs", without):
+        with mock.patch.object(type(ctx), "get_merged_mm_kwargs", without):
             return original(self, dataclasses.replace(
                 inputs, hf_processor_mm_kwargs=_unscoped(inputs.hf_processor_mm_kwargs)),
                 *args, **kwargs)
@@ -226,9 +228,13 @@ def _backend_disk_options_ignored() -> list[Any]:
         if source == folder.resolve():
             return original(self, inputs, *args, **kwargs)
 
-        def from_source(*types: Any, **given: Any) -> Any:
+        own = type(ctx).get_hf_processor
+
+        def from_source(owner: Any, *types: Any, **given: Any) -> Any:
             from transformers import AutoProcessor
 
+            if owner is not ctx:  # another processor's context (frozen: patched on its class)
+                return own(owner, *types, **given)
             options = ctx.get_merged_mm_kwargs(given)
             options.pop("tokenizer", None)
             key = (str(source), repr(sorted(options.items())))
@@ -236,7 +242,7 @@ def _backend_disk_options_ignored() -> list[Any]:
                 loaded[key] = AutoProcessor.from_pretrained(str(source), **options)
             return loaded[key]
 
-        with mock.patch.object(ctx, "get_hf_processor", from_source):
+        with mock.patch.object(type(ctx), "get_hf_processor", from_source):
             return original(self, inputs, *args, **kwargs)
 
     return _around_apply(around)

@@ -10,7 +10,7 @@ from typing import Any
 
 from conformance.core.subjects import HF
 from conformance.inputs.cases import Case
-from conformance.inputs.forms import DISK, disk_folder, options_key
+from conformance.inputs.forms import DISK, SCOPED_FORMS, disk_folder, options_key, scoped
 from conformance.inputs.media import video_metadata
 from conformance.subjects.hf_expansion import embed_token_id, hf_expansion, hf_media
 from fixtures.recipe import Recipe
@@ -80,6 +80,8 @@ class HfSubject(CheckpointFiles):
         so it takes them by processing the case under both, the request's winning. `form`:
         the case's options in that form (`disk_case`)."""
         case, folder = self.disk_case(case, form)
+        if form in SCOPED_FORMS and case.processor_kwargs:
+            return self.scoped(case)
         if request_kwargs:
             merged = {**dict(case.processor_kwargs), **dict(request_kwargs)}
             return self.process(replace(case, processor_kwargs=tuple(sorted(merged.items()))))
@@ -88,6 +90,25 @@ class HfSubject(CheckpointFiles):
             case.prompt(self.recipe.placeholder[case.modality]), case.modality, case.items(),
             sizes=[(m.height, m.width, m.frames) for m in case.media],
             options=dict(case.processor_kwargs),
+            metadata=video_metadatas(case))
+        placeholders = tuple(Placeholder(offset, length, tuple(embeds))
+                             for offset, length, embeds in spans)
+        fields = {k: v for k, v in out.items() if k not in PROMPT_KEYS}
+        return ProcessedPrompt(tuple(ids), {case.modality: placeholders} if placeholders else {},
+                               {case.modality: [fields]} if len(case.media) == 1 else {})
+
+
+    def scoped(self, case: Case) -> ProcessedPrompt:
+        """The case's options scoped by its modality (`{"images_kwargs": {...}}`), as a call
+        kwarg of the default processor: what transformers makes of them in that form (an option
+        only its construction takes is then not applied, Qwen2-VL's `max_pixels`), counted
+        with them flat (the count helper takes no group)."""
+        flat = dict(case.processor_kwargs)
+        ids, spans, out = hf_expansion(
+            self.processor, self.config,
+            case.prompt(self.recipe.placeholder[case.modality]), case.modality, case.items(),
+            sizes=[(m.height, m.width, m.frames) for m in case.media],
+            options=scoped(flat, case.modality), count_options=flat,
             metadata=video_metadatas(case))
         placeholders = tuple(Placeholder(offset, length, tuple(embeds))
                              for offset, length, embeds in spans)

@@ -8,7 +8,7 @@ from typing import Any
 
 from conformance.core.subjects import IMPL
 from conformance.inputs.cases import Case
-from conformance.inputs.forms import REQUEST_FORMS
+from conformance.inputs.forms import form_inputs
 from conformance.subjects.hf import CheckpointFiles
 from conformance.subjects.protocol import CACHE, HF_PROCESSOR, PLANTS_FAULTS
 from fixtures.recipe import Recipe
@@ -41,16 +41,17 @@ class ImplSubject(CheckpointFiles):
         """`request_kwargs`: options of this request alone (its `mm_processor_kwargs`), over
         the case's model-level ones; impl then builds the processor under both, as the backend
         does, and keeps the model-level one for what the backend counts with it. `form`: the
-        case's options in that form; impl reads a scoped form as its flat one (the backend
-        flattens them before its processor sees them), so a request form is impl's request
-        options and the disk form the checkpoint copy holding them (`disk_case`)."""
+        case's options in that form, handed to impl's steps as vLLM hands them to the
+        backend's (`form_inputs`: scoped ones as a group, the disk form's copy of the
+        checkpoint)."""
         import impl.pipeline
         from conformance.subjects.faults import planted
 
-        if form in REQUEST_FORMS and case.processor_kwargs:
-            request_kwargs = {**dict(case.processor_kwargs), **dict(request_kwargs or {})}
-            case = replace(case, processor_kwargs=())
-        case, folder = self.disk_case(case, form)
+        given = form_inputs(form, case.processor_kwargs, case.modality, self.path)
+        case = replace(case, processor_kwargs=given.model)
+        if given.request:
+            request_kwargs = {**given.request, **dict(request_kwargs or {})}
+        folder = given.path
         prompt: str | list[int] = case.prompt(self.recipe.placeholder)
         # impl's steps are looked up at call time, so a planted fault can stand in for them
         with planted(self.fault):
