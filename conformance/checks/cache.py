@@ -154,7 +154,7 @@ def form_differences(ctx: Context, case: Case) -> tuple[list[str], bool]:
         found.append(f"{label}: the request hit {mine['hits']} cached item(s) after its items "
                      f"were cached without them, {mine['own hits']} through an empty cache: "
                      "the cache key leaves out the request's options")
-    if VLLM_NATIVE in ctx.oracles:
+    if option_forms.reference(ctx, case) == VLLM_NATIVE:  # where native is the form's oracle
         native = ctx.oracle_derived(  # None: native rejects the requests, nothing to compare
             "vllm-native cached per request", case,
             lambda: option_forms.cached_request(ctx.oracles[VLLM_NATIVE], case))

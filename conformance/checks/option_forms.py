@@ -7,7 +7,7 @@ the processor as `hf_processor_mm_kwargs`, and part of the processor cache's key
 scoped), and on disk in the checkpoint's own processor config. A case with options carries one
 form besides model-flat (`Case.option_form`); the subject processes it in that form, which must
 equal what native vLLM gives for the same form (else, or where native vLLM's own handling of
-the form is unreliable, `Recipe.native_scoped_unreliable`, the HF processor's given them in the
+the form is unreliable, `forms.NATIVE_SCOPED_UNRELIABLE`, the HF processor's given them in the
 same form: scoped ones as a call kwarg, the disk form from the same copy of the checkpoint);
 per request flat also the subject's own output with them model-flat. A form need not mean what
 model-flat means: transformers takes some options at construction only (Qwen2-VL's
@@ -21,10 +21,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from conformance.checks.differences import Names, error_text
+from conformance.checks.differences import Names, error_text, ids_difference
 from conformance.core.subjects import HF
 from conformance.inputs.cases import Case
-from conformance.inputs.forms import REQUEST_FLAT, REQUEST_FORMS, SCOPED_FORMS
+from conformance.inputs.forms import (
+    NATIVE_SCOPED_UNRELIABLE,
+    REQUEST_FLAT,
+    REQUEST_FORMS,
+    SCOPED_FORMS,
+)
 from conformance.subjects.context import Context, in_form
 from conformance.subjects.isolation import processor_defaults_fresh
 from impl.types import ProcessedPrompt
@@ -33,6 +38,11 @@ FORMS = "option forms"
 
 # The differences of two outputs a check compares (expected first), named as `Names` says
 Compare = Callable[[ProcessedPrompt, ProcessedPrompt, Names], list[str]]
+
+
+def ids_only(expected: ProcessedPrompt, actual: ProcessedPrompt, names: Names) -> list[str]:
+    difference = ids_difference(expected.prompt_ids, actual.prompt_ids, names)
+    return [difference] if difference else []
 
 
 def claims(ctx: Context) -> tuple[str, ...]:
@@ -52,7 +62,7 @@ def exercised(case: Case) -> bool:
 def reference(ctx: Context, case: Case) -> str:
     """The oracle the case's form is compared with: the check's reference, but the HF processor
     for a scoped form where native vLLM's own handling of it is unreliable."""
-    if case.option_form in SCOPED_FORMS and ctx.recipe.native_scoped_unreliable:
+    if case.option_form in SCOPED_FORMS and ctx.recipe.name in NATIVE_SCOPED_UNRELIABLE:
         return HF
     return ctx.reference
 
@@ -68,6 +78,32 @@ def subject_output(ctx: Context, case: Case) -> tuple[ProcessedPrompt | None, li
                       f"model-level options: {error_text(error)}"]
 
 
+def second_request(ctx: Context, case: Case, compare: Compare) -> list[str]:
+    """The request twice in one deployment, the second after what the first left behind:
+    processors write the options their count helper is given into their class's defaults
+    (`conformance.subjects.isolation`), so a form the count helper misreads can break every
+    later request. The second must give what the first gave (the same output, or the same
+    error)."""
+
+    def attempt() -> ProcessedPrompt | str:
+        try:
+            return in_form(ctx.subject, case, fresh=False)
+        except Exception as error:
+            return error_text(error)
+
+    with processor_defaults_fresh():
+        first, again = attempt(), attempt()
+    if isinstance(again, str):
+        if again == first:
+            return []  # the same refusal: the first request's difference says it
+        return [f"{label(case)}: a second request in the same deployment raised: {again}"]
+    if isinstance(first, str):
+        return [f"{label(case)}: a second request in the same deployment was processed where "
+                f"the first raised {first}"]
+    return [f"{label(case)}: a second request in the same deployment vs the first: {text}"
+            for text in compare(first, again, ("first", "second"))]
+
+
 def differences(ctx: Context, case: Case, model_level: ProcessedPrompt,
                 compare: Compare) -> tuple[list[str], bool]:
     """The subject's output with the case's options in its form against the form's reference
@@ -78,10 +114,14 @@ def differences(ctx: Context, case: Case, model_level: ProcessedPrompt,
     if not exercised(case):
         return [], False
     mine, found = subject_output(ctx, case)
+    found += second_request(ctx, case, compare)
     if mine is None:
         return found, True
     subject, oracle = ctx.subject.name, reference(ctx, case)
     if (theirs := ctx.oracle_form_output(oracle, case)) is not None:
+        if oracle != ctx.reference:  # the HF processor standing in: its ids alone (its item
+            # ranges are the check's reference's to say, where it has one: native vLLM)
+            compare = ids_only
         found += [f"{label(case)}: vs {oracle}: {text}"
                   for text in compare(theirs, mine, (oracle, subject))]
     if case.option_form == REQUEST_FLAT:

@@ -28,7 +28,8 @@ class OracleFailed(RuntimeError):
     """An oracle could not process a valid case: the case says nothing about the subject."""
 
 
-def in_form(party: Any, case: Any, form: str | None = None, **kwargs: Any) -> ProcessedPrompt:
+def in_form(party: Any, case: Any, form: str | None = None, *, fresh: bool = True,
+            **kwargs: Any) -> ProcessedPrompt:
     """`case` processed by `party` with the case's processor options in `form` (default: the
     case's own `option_form`; `conformance.inputs.forms`); `kwargs` go to `party.process` as
     they are (`cache=`).
@@ -36,12 +37,16 @@ def in_form(party: Any, case: Any, form: str | None = None, **kwargs: Any) -> Pr
     Processors make the options they count tokens with their class's defaults
     (`conformance.subjects.isolation`): the case's model-flat runs, earlier in the same case,
     would hand this one the options as defaults, and a processor that ignores them in this
-    form would pass. So it starts from the defaults a deployment without them has.
+    form would pass. So it starts from the defaults a deployment without them has (`fresh`;
+    not for a later request of the same deployment, which finds what the earlier ones left).
     """
     from conformance.subjects.isolation import processor_defaults_fresh
 
+    form = case.option_form if form is None else form
+    if not fresh:
+        return party.process(case, form=form, **kwargs)
     with processor_defaults_fresh():
-        return party.process(case, form=case.option_form if form is None else form, **kwargs)
+        return party.process(case, form=form, **kwargs)
 
 
 @dataclass

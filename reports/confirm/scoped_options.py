@@ -79,10 +79,10 @@ def run(impl: str, model_level: dict, per_request: dict, pristine: dict) -> str:
     return f"{len(out['prompt_token_ids'])} prompt ids, image (offset, length) {ranges}"
 
 
-def hf(pristine: dict) -> str:
+def hf(pristine: dict, **given: object) -> str:
     restore(pristine)
     processor = AutoProcessor.from_pretrained(path)
-    ids = processor(text=prompt, images=images, **options)["input_ids"][0]
+    ids = processor(text=prompt, images=images, **given)["input_ids"][0]
     return f"{len(ids)} prompt ids"
 
 
@@ -90,7 +90,8 @@ def hf(pristine: dict) -> str:
 MULTIMODAL_REGISTRY.create_processor(ModelConfig(model=path, model_impl="transformers",
                                                  limit_mm_per_prompt={"image": 2}))
 pristine = defaults()
-print(f"HF processor, options flat: {hf(pristine)}")
+print(f"HF processor, no options: {hf(pristine)}; options flat (call kwargs): "
+      f"{hf(pristine, **options)}; scoped (call kwarg): {hf(pristine, **scoped)}")
 FORMS = (("model-flat", options, {}), ("model-scoped", scoped, {}),
          ("request-flat", {}, options), ("request-scoped", {}, scoped))
 found = {}
@@ -103,6 +104,17 @@ for impl in ("vllm", "transformers"):
         print(f"model_impl={impl!r}, {form}: {found[impl, form]}")
         if impl == "transformers" and form == "model-scoped":
             print(f"  option defaults written by it: {written(pristine) or 'none'}")
+            try:  # a deployment's next request, with the defaults the first one left
+                config = ModelConfig(model=path, model_impl=impl,
+                                     limit_mm_per_prompt={"image": 2}, mm_processor_kwargs=scoped)
+                processor = MULTIMODAL_REGISTRY.create_processor(config)
+                processor(prompt, processor.info.parse_mm_data({"image": images}))
+                print("  a second request: processed")
+            except Exception as error:
+                cause = error.__cause__ or error
+                print(f"  a second request: raises {type(error).__name__}: "
+                      f"{' '.join(str(error).split())[:120]} ... (cause {type(cause).__name__}: "
+                      f"{cause})")
 differs = any(found["transformers", f"{level}-scoped"] != found["transformers", f"{level}-flat"]
               for level in ("model", "request"))
 sys.exit(1 if differs else 0)
