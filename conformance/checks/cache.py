@@ -196,7 +196,7 @@ CHECK = Check(
     # the Offsets path words it as a cache hit, the Legacy path (no processor cache of its
     # own) as the ids native's cache gives
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
-                       "request-flat {'max_pixels': 784}: ",
+                       "{'max_pixels': 784}: ",  # either request form, whichever is drawn
                        subject=VLLM_BACKEND, sub_property=FORMS),
                  Proof("backend-cache-key-without-options", "qwen2_vl",
                        "the cache key leaves out the request's options",
