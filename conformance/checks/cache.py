@@ -198,7 +198,8 @@ CHECK = Check(
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
                        "{'max_pixels': 784}: ",  # either request form, whichever is drawn
                        subject=VLLM_BACKEND, sub_property=FORMS),
-                 Proof("backend-cache-key-without-options", "qwen2_vl",
+                 # the Offsets path (the Legacy path keeps no processor cache of its own)
+                 Proof("backend-cache-key-without-options>=5.15", "qwen2_vl",
                        "the cache key leaves out the request's options",
                        subject=VLLM_BACKEND, sub_property=FORMS),
                  Proof("backend-hash-per-request", "llava",

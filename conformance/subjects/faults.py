@@ -216,33 +216,32 @@ def _backend_disk_options_ignored() -> list[Any]:
     from the folder it serves (a processor config read from elsewhere): options a copy of the
     checkpoint writes into its own processor config never reach it. The harness's disk form
     is such a copy (`conformance.inputs.forms.disk_folder`: every other file a link to the
-    original), so the original is the folder its `config.json` links to."""
+    original), so the original is the folder its `config.json` links to; the processor is
+    made from it as vLLM makes one (`cached_processor_from_config`'s own steps)."""
     from pathlib import Path
 
-    loaded: dict[tuple[str, str], Any] = {}
+    from vllm.multimodal.processing import context as processing_context
+    from vllm.transformers_utils import processor as processors
+
+    made = processing_context.cached_processor_from_config
 
     def around(self: Any, original: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        ctx = self.info.ctx
-        folder = Path(ctx.model_config.model)
+        config = self.info.ctx.model_config
+        folder = Path(config.model)
         source = (folder / "config.json").resolve().parent
         if source == folder.resolve():
             return original(self, inputs, *args, **kwargs)
 
-        own = type(ctx).get_hf_processor
+        def from_source(model_config: Any, processor_cls: Any = processors.ProcessorMixin,
+                        **options: Any) -> Any:
+            if model_config is not config:  # another processor's (native vLLM's)
+                return made(model_config, processor_cls, **options)
+            return processors.cached_get_processor_without_dynamic_kwargs(
+                str(source), revision=model_config.revision,
+                trust_remote_code=model_config.trust_remote_code, processor_cls=processor_cls,
+                **processors._merge_mm_kwargs(model_config, processor_cls, **options))
 
-        def from_source(owner: Any, *types: Any, **given: Any) -> Any:
-            from transformers import AutoProcessor
-
-            if owner is not ctx:  # another processor's context (frozen: patched on its class)
-                return own(owner, *types, **given)
-            options = ctx.get_merged_mm_kwargs(given)
-            options.pop("tokenizer", None)
-            key = (str(source), repr(sorted(options.items())))
-            if key not in loaded:
-                loaded[key] = AutoProcessor.from_pretrained(str(source), **options)
-            return loaded[key]
-
-        with mock.patch.object(type(ctx), "get_hf_processor", from_source):
+        with mock.patch.object(processing_context, "cached_processor_from_config", from_source):
             return original(self, inputs, *args, **kwargs)
 
     return _around_apply(around)
