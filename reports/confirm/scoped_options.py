@@ -118,3 +118,16 @@ for impl in ("vllm", "transformers"):
 differs = any(found["transformers", f"{level}-scoped"] != found["transformers", f"{level}-flat"]
               for level in ("model", "request"))
 sys.exit(1 if differs else 0)
+
+# Measured 2026-12-04 (reports/confirm/scoped_options.txt has the lines): aya_vision '<image>'
+# crop_to_patches=False. The HF processor: 33 prompt ids without the option, 19 with it flat or
+# scoped. The backend (vLLM 0.31.0): model-flat 19; model-scoped raises 'AyaVisionProcessor
+# returned 2 row(s) of image data for 2 image(s), which cannot be split into the [1, 3] row(s)
+# per image' on 5.17.0 and 5.20.2 (Offsets path), 'The expanded prompt holds 14 image token(s)
+# but AyaVisionProcessor accounts for 24' on 5.12.1 and 5.14.1 (Legacy path); it leaves
+# AyaVisionProcessorKwargs._defaults['images_kwargs']['images_kwargs'] behind, and the next
+# request raises 'Failed to apply AyaVisionProcessor ... (cause TypeError:
+# merged_typed_dict.__init__() got an unexpected keyword argument 'images_kwargs')' (exit 1).
+# On 5.25.0 model-scoped gives 19 and nothing is written. vLLM 0.33.0 on 5.17.0: as 0.31.0.
+# smolvlm do_image_splitting=False (5.17.0): the backend 18 prompt ids in all four forms, as the
+# HF processor flat or scoped; native vLLM 145 (it splits) in both scoped forms (exit 0).
