@@ -22,19 +22,21 @@ from dataclasses import replace
 from typing import Any
 
 from conformance.checks.differences import Names, error_text, ids_difference
-from conformance.core.subjects import HF
+from conformance.core.subjects import HF, VLLM_NATIVE
 from conformance.inputs.cases import Case
 from conformance.inputs.forms import (
     NATIVE_SCOPED_UNRELIABLE,
     REQUEST_FLAT,
     REQUEST_FORMS,
     SCOPED_FORMS,
+    form_inputs,
 )
 from conformance.subjects.context import Context, in_form
 from conformance.subjects.isolation import processor_defaults_fresh
 from impl.types import ProcessedPrompt
 
 FORMS = "option forms"
+ENGINE_ORDER = "engine order"  # the step of it that gives one key in two forms
 
 # The differences of two outputs a check compares (expected first), named as `Names` says
 Compare = Callable[[ProcessedPrompt, ProcessedPrompt, Names], list[str]]
@@ -104,6 +106,37 @@ def second_request(ctx: Context, case: Case, compare: Compare) -> list[str]:
             for text in compare(first, again, ("first", "second"))]
 
 
+def engine_order(ctx: Context, case: Case, compare: Compare) -> list[str]:
+    """Which form wins where one key is given in two: a deployment giving the case's boolean
+    options flipped model-level (flat) and the request giving them in the case's request form,
+    as vLLM's engine merges the two (`get_merged_mm_kwargs`: the request's keys over the
+    model's, a scoped group beside a flat key), against native vLLM given the same (where it
+    is the form's oracle; the HF processor has no model level to tell apart). A case without
+    a boolean option, or in a model-level or disk form, has no such pair."""
+    flipped = tuple((k, not v) for k, v in case.processor_kwargs if isinstance(v, bool))
+    if case.option_form not in REQUEST_FORMS or not flipped or \
+            reference(ctx, case) != VLLM_NATIVE:
+        return []
+    request = form_inputs(case.option_form, case.processor_kwargs, case.modality, "").request
+    deployment = replace(case, processor_kwargs=flipped, option_form="")
+
+    def run(party: Any) -> ProcessedPrompt:
+        return in_form(party, deployment, request_kwargs=request)
+
+    theirs = ctx.oracle_derived("vllm-native engine order", case,
+                                lambda: run(ctx.oracles[VLLM_NATIVE]))
+    if theirs is None:  # native rejects the pair: nothing to compare
+        return []
+    where = (f"{ENGINE_ORDER} {dict(flipped)} model-level, {request} in the request: vs "
+             f"{VLLM_NATIVE}")
+    try:
+        mine = run(ctx.subject)
+    except Exception as error:
+        return [f"{where}: {ctx.subject.name} raised {error_text(error)}"]
+    return [f"{where}: {text}" for text in compare(theirs, mine, (VLLM_NATIVE,
+                                                                 ctx.subject.name))]
+
+
 def differences(ctx: Context, case: Case, model_level: ProcessedPrompt,
                 compare: Compare) -> tuple[list[str], bool]:
     """The subject's output with the case's options in its form against the form's reference
@@ -115,6 +148,7 @@ def differences(ctx: Context, case: Case, model_level: ProcessedPrompt,
         return [], False
     mine, found = subject_output(ctx, case)
     found += second_request(ctx, case, compare)
+    found += engine_order(ctx, case, compare)
     if mine is None:
         return found, True
     subject, oracle = ctx.subject.name, reference(ctx, case)
