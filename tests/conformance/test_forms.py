@@ -75,3 +75,22 @@ def test_a_drawn_case_with_options_carries_another_form():
     collect()
     assert {case.option_form for case in drawn} == set(OTHER_FORMS)
     assert all(case.processor_kwargs for case in drawn)
+
+
+def test_a_processor_option_is_read_with_its_scope_and_a_json_value():
+    import pytest
+
+    from conformance.cli.check import processor_options
+    from conformance.inputs.forms import parse_option
+
+    assert parse_option('images_kwargs.max_image_size={"longest_edge": 364}') == (
+        "images_kwargs", "max_image_size", {"longest_edge": 364})
+    assert parse_option("do_image_splitting=false") == (None, "do_image_splitting", False)
+    assert parse_option("resample=bicubic")[2] == "bicubic"  # not JSON: the text itself
+    options = processor_options(['images_kwargs.max_image_size={"longest_edge": 364}',
+                                 "max_pixels=784"])
+    assert options == {"max_image_size": {"longest_edge": 364}, "max_pixels": 784}
+    hash(tuple(options.items()))  # a case holding them keys the memos
+    for bad in ("max_pixels", "text_kwargs.x=1"):
+        with pytest.raises(ValueError):
+            parse_option(bad)
