@@ -132,7 +132,9 @@ def engine_order(ctx: Context, case: Case, compare: Compare) -> list[str]:
     try:
         mine = run(ctx.subject)
     except Exception as error:
-        return [f"{where}: {ctx.subject.name} raised {error_text(error)}"]
+        # worded as the form's own raising (`subject_output`): the same cause, the same words
+        return [f"{where}: {ctx.subject.name} raised where it processes them as model-level "
+                f"options: {error_text(error)}"]
     return [f"{where}: {text}" for text in compare(theirs, mine, (VLLM_NATIVE,
                                                                  ctx.subject.name))]
 
