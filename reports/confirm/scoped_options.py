@@ -115,6 +115,17 @@ for impl in ("vllm", "transformers"):
                 print(f"  a second request: raises {type(error).__name__}: "
                       f"{' '.join(str(error).split())[:120]} ... (cause {type(cause).__name__}: "
                       f"{cause})")
+# Engine order: the boolean options flipped model-level, the request giving them flat (vLLM's
+# merge: the request's keys over the model's), against native vLLM given the same.
+flipped = {k: not v for k, v in options.items() if isinstance(v, bool)}
+if flipped:
+    for impl in ("vllm", "transformers"):
+        try:
+            found[impl, "engine order"] = run(impl, flipped, options, pristine)
+        except Exception as error:  # no native model: vLLM refuses the architecture
+            found[impl, "engine order"] = f"no processor: {' '.join(str(error).split())[:160]}"
+        print(f"model_impl={impl!r}, {flipped} model-level and {options} per request: "
+              f"{found[impl, 'engine order']}")
 differs = any(found["transformers", f"{level}-scoped"] != found["transformers", f"{level}-flat"]
               for level in ("model", "request"))
 sys.exit(1 if differs else 0)
