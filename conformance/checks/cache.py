@@ -6,16 +6,17 @@ the outputs are equal, a repeated request hits the cache and returns the same, a
 first item alone was cached before (a partial hit) and one whose items were cached in the other
 order (a reordered hit) give what they give uncached, and the backend's cached outputs equal
 native vLLM's through native's own cache; an item's hash and data are the same alone and inside
-the batch, in either order; a case's options given per request (`per_request`) after its items
-were cached without them hit none of those items (no more hits than through an empty cache) and
-give what the request gives uncached, and what native's cache gives for the same requests.
+the batch, in either order; a case's options given per request (`option_forms`, flat or
+scoped) after its items were cached without them hit none of those items (no more hits than
+through an empty cache) and give what the request gives uncached, and what native's cache
+gives for the same requests.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from conformance.checks import per_request
+from conformance.checks import option_forms
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import (
     error_text,
@@ -36,7 +37,7 @@ REORDERED = "reordered hit"
 NATIVE = "cached vs native's cache"
 ALONE = "alone vs batch"
 ORDER = "order"
-REQUEST = per_request.REQUEST
+FORMS = option_forms.FORMS
 
 
 def claims(ctx: Context) -> tuple[str, ...]:
@@ -46,7 +47,7 @@ def claims(ctx: Context) -> tuple[str, ...]:
             *((PARTIAL, REORDERED) if cached and several else ()),
             *((NATIVE,) if cached and VLLM_NATIVE in ctx.oracles else ()),
             *((ORDER,) if several else ()),
-            *(per_request.claims(ctx) if cached else ()))
+            *(option_forms.claims(ctx) if cached else ()))
 
 
 def cached_sequence(subject: Any, case: Case) -> dict[str, Any]:
@@ -121,25 +122,26 @@ def run(ctx: Context, case: Case) -> Outcome:
     if flipped is not None:
         exercised.add(ORDER)
         differences += order_differences(case, base, flipped)[:1]
-    if CACHE in subject.capabilities and case.processor_kwargs:
-        found, requested = request_differences(ctx, case)
+    if CACHE in subject.capabilities and option_forms.exercised(case):
+        found, requested = form_differences(ctx, case)
         differences += found
-        exercised |= {REQUEST} if requested else set()
+        exercised |= {FORMS} if requested else set()
     return Outcome.judged(differences, exercised)
 
 
-def request_differences(ctx: Context, case: Case) -> tuple[list[str], bool]:
-    """The case's options given per request, through a cache that holds its items processed
-    without them (`per_request.cached_request`): against the same request uncached, its hits
-    against its hits through an empty cache, and against native vLLM's cache given the same
-    requests; and whether that was compared (not where the items cannot be processed without
-    the options)."""
-    uncached, found = per_request.subject_output(ctx, case)
-    if uncached is None:  # raising per request is the difference; a cache changes nothing
+def form_differences(ctx: Context, case: Case) -> tuple[list[str], bool]:
+    """The case's options in its form; a request form through a cache that holds its items
+    processed without them (`option_forms.cached_request`): against the same request uncached,
+    its hits against its hits through an empty cache, and against native vLLM's cache given
+    the same requests; and whether that was compared (not where the items cannot be processed
+    without the options, nor for a model-level or disk form: another deployment, another
+    cache)."""
+    uncached, found = option_forms.subject_output(ctx, case)
+    if uncached is None:  # raising in the form is the difference; a cache changes nothing
         return found, True
-    label = per_request.label(case)
+    label = option_forms.label(case)
     try:
-        mine = per_request.cached_request(ctx.subject, case)
+        mine = option_forms.cached_request(ctx.subject, case)
     except Exception as error:  # it processed the same request uncached
         return [f"{label}: through the cache after its items without them: raised "
                 f"{error_text(error)}"], True
@@ -152,10 +154,10 @@ def request_differences(ctx: Context, case: Case) -> tuple[list[str], bool]:
         found.append(f"{label}: the request hit {mine['hits']} cached item(s) after its items "
                      f"were cached without them, {mine['own hits']} through an empty cache: "
                      "the cache key leaves out the request's options")
-    if VLLM_NATIVE in ctx.oracles:
+    if option_forms.reference(ctx, case) == VLLM_NATIVE:  # where native is the form's oracle
         native = ctx.oracle_derived(  # None: native rejects the requests, nothing to compare
             "vllm-native cached per request", case,
-            lambda: per_request.cached_request(ctx.oracles[VLLM_NATIVE], case))
+            lambda: option_forms.cached_request(ctx.oracles[VLLM_NATIVE], case))
         if native is not None and (difference := prompt_difference(
                 native["requested"], mine["requested"], (VLLM_NATIVE, ctx.subject.name))):
             found.append(f"{label}: its items cached without them first, then the request "
@@ -194,8 +196,12 @@ CHECK = Check(
     # the Offsets path words it as a cache hit, the Legacy path (no processor cache of its
     # own) as the ids native's cache gives
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
-                       "request options {'max_pixels': 784}: ",
-                       subject=VLLM_BACKEND, sub_property=REQUEST),
+                       "{'max_pixels': 784}: ",  # either request form, whichever is drawn
+                       subject=VLLM_BACKEND, sub_property=FORMS),
+                 # the Offsets path (the Legacy path keeps no processor cache of its own)
+                 Proof("backend-cache-key-without-options>=5.15", "qwen2_vl",
+                       "the cache key leaves out the request's options",
+                       subject=VLLM_BACKEND, sub_property=FORMS),
                  Proof("backend-hash-per-request", "llava",
                        "token prompt vs text prompt: item hashes differ", subject=VLLM_BACKEND),
                  # the comparisons through the cache compare every field, not only the ids

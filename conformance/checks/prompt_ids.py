@@ -1,9 +1,9 @@
 """prompt-ids: the subject's expanded prompt ids equal native vLLM's and the HF processor's,
-with a case's processor options model-level and (`per_request`) given per request."""
+with a case's processor options model-level and (`option_forms`) in another form vLLM takes."""
 
 from __future__ import annotations
 
-from conformance.checks import per_request
+from conformance.checks import option_forms
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import Names, ids_difference
 from conformance.core.subjects import HF, VLLM_BACKEND, VLLM_NATIVE
@@ -27,25 +27,30 @@ def run(ctx: Context, case: Case) -> Outcome:
         if name in ctx.oracles:
             found += [f"vs {name}: {difference}" for difference in ids_differences(
                 ctx.oracle_output(name, case), actual, (name, ctx.subject.name))]
-    requested, exercised = per_request.differences(ctx, case, actual, ids_differences)
-    return Outcome.judged(found + requested, {per_request.REQUEST} if exercised else set())
+    requested, exercised = option_forms.differences(ctx, case, actual, ids_differences)
+    return Outcome.judged(found + requested, {option_forms.FORMS} if exercised else set())
 
 
 CHECK = Check(
     id="prompt-ids",
     statement="The subject's expanded prompt ids equal native vLLM's and the HF processor's, "
-              "with processor options model-level and per request.",
+              "with processor options in every form vLLM takes.",
     hint="the prompt ids differ from the HF processor's own expansion: check how the "
-         "processor's replace_<modality>_token text tokenizes next to its neighbours; per "
-         "request: whether the request's options (hf_processor_mm_kwargs) reach every "
-         "processor call",
-    level="case", run=run, claims=per_request.claims,
+         "processor's replace_<modality>_token text tokenizes next to its neighbours; in "
+         "another form: whether options in that form (scoped, per request as "
+         "hf_processor_mm_kwargs, on disk) reach every processor call",
+    level="case", run=run, claims=option_forms.claims,
     compared_with="native vLLM and the HF processor",
     proof=Proof("options-ignored", "qwen2_vl", "prompt ids differ"),
     matrix_fault="backend-bos-doubled",
     more_proofs=(Proof("backend-request-options-ignored", "qwen2_vl",
-                       "request options {'max_pixels': 784}: vs vllm-native: prompt ids differ",
-                       subject=VLLM_BACKEND, sub_property=per_request.REQUEST),
+                       "request-flat {'max_pixels': 784}: vs vllm-native: prompt ids differ",
+                       subject=VLLM_BACKEND, sub_property=option_forms.FORMS),
+                 # either scoped form: model-level or per request, whichever the search draws;
+                 # on Aya Vision (Qwen2-VL's max_pixels, scoped, means nothing to transformers)
+                 Proof("backend-scoped-options-ignored", "aya_vision",
+                       "scoped {'crop_to_patches': False}: vs hf: prompt ids differ",
+                       subject=VLLM_BACKEND, sub_property=option_forms.FORMS),
                  Proof("backend-bos-doubled", "llava",
                        "vs vllm-native: prompt ids differ at position 1", subject=VLLM_BACKEND)),
 )

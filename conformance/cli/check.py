@@ -18,11 +18,12 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
+from conformance.inputs.forms import OTHER_FORMS, parse_option
 from conformance.results.verdict import BAD, OWNER, Verdict
 
 if TYPE_CHECKING:
@@ -46,6 +47,13 @@ def add_arguments(check: argparse.ArgumentParser, default_output: str) -> None:
                        "check (default: fixed for dev and ci, a new one per nightly run)")
     check.add_argument("--output", default=default_output,
                        help=f"report folder (default: {default_output})")
+    check.add_argument("--processor-option", action="append", default=[],
+                       metavar="[SCOPE.]NAME=VALUE",
+                       help="a processor option the case-level checks draw (repeatable; one set "
+                            "of them all), e.g. images_kwargs.max_image_size='{\"longest_edge\""
+                            ": 364}'; VALUE is JSON where it parses as JSON. Drawn model-level "
+                            "flat and in each other form vLLM takes: scoped by modality, per "
+                            "request, on disk in a copy of the checkpoint")
     check.add_argument("--export-repro", metavar="DIR",
                        help="where the standalone reproducers go (default: OUTPUT/repro)")
 
@@ -60,7 +68,19 @@ def rerun_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--seed", str(args.seed)]
     if args.export_repro:
         argv += ["--export-repro", args.export_repro]
+    for option in args.processor_option:
+        argv += ["--processor-option", option]
     return argv
+
+
+def processor_options(given: list[str]) -> dict[str, Any]:
+    """`--processor-option` values as one flat option set (the scope a value names is the
+    form the suites also draw, not a second option)."""
+    options: dict[str, Any] = {}
+    for text in given:
+        _, name, value = parse_option(text)
+        options[name] = value
+    return options
 
 
 def rerun_under(version: str, args: argparse.Namespace) -> int:
@@ -85,6 +105,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         return rerun_under(args.transformers, args)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # the verdicts, not vLLM's progress
     checks = csv(args.checks) or check_ids()
+    try:
+        processor_options(args.processor_option)
+    except ValueError as error:
+        return fail(str(error))
     if unknown := sorted(set(checks) - set(check_ids())):
         return fail(f"unknown check(s) {', '.join(unknown)} (known: {', '.join(check_ids())})")
     try:
@@ -111,6 +135,8 @@ def checked(args: argparse.Namespace, checks: tuple[str, ...], console: TextIO) 
         raise checkpoint.CheckpointError(problem.line())
     recipe = checkpoint.recipe_for(path, args.checkpoint)
     recipe, note = serving(path, recipe)
+    if args.processor_option:  # the user's set stands for the architecture's own
+        recipe = replace(recipe, processor_options=(processor_options(args.processor_option),))
     dtype = args.dtype if args.dtype != "auto" else (
         "float32" if args.device == "cpu" else "bfloat16")
     from hypothesis import settings
@@ -130,6 +156,9 @@ def checked(args: argparse.Namespace, checks: tuple[str, ...], console: TextIO) 
     say(header(args.checkpoint, path, recipe, note, installed_transformers(), args.device,
                dtype))
     say(f"  case-level checks: profile {args.profile}, seed {seed}")
+    if args.processor_option:
+        say(f"  processor options {dict(recipe.processor_options[0])}: model-level flat, and "
+            f"drawn in the other forms ({', '.join(OTHER_FORMS)})")
     from conformance.results.standalone import write_standalone
 
     def with_reproducers() -> list[Verdict]:
@@ -247,6 +276,8 @@ def run_checks(recipe, path: str, checks: tuple[str, ...], say: Callable[[str], 
             if problem := attribute(v, weights, check.loads_model):
                 v.data[OWNER] = asdict(problem)
             cases = f" ({v.data['examples']} cases)" if "examples" in v.data else ""
+            if v.data.get("option_forms"):  # the forms its cases gave the options in
+                cases += f" (option forms tried: {', '.join(v.data['option_forms'])})"
             owner = f" ({problem.owner})" if problem else ""
             say(f"  {v.status:>7}  {v.subject} / {v.check}{cases} {v.seconds:.1f} s{owner}")
         verdicts += found

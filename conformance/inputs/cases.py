@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from conformance.inputs.forms import freeze
 from conformance.inputs.media import SAMPLING_RATE, Media, mm_data
 
 
@@ -23,6 +24,9 @@ class Case:
     media: tuple[Media, ...]
     processor_kwargs: tuple[tuple[str, Any], ...] = field(default=())
     placeholder: str | None = None  # overrides the recipe's placeholder text
+    # The form the `option forms` sub-property gives its options in besides model-flat
+    # (`conformance.inputs.forms`); "" without options
+    option_form: str = ""
 
     @property
     def num_placeholders(self) -> int:
@@ -77,6 +81,8 @@ class Case:
         for media in raw["media"]:  # the default rate is left out: those cases read as before
             if media["rate"] == SAMPLING_RATE:
                 del media["rate"]
+        if not raw["option_form"]:  # as is the default form: those cases read as before
+            del raw["option_form"]
         return json.dumps(raw, sort_keys=True)
 
     @classmethod
@@ -84,10 +90,12 @@ class Case:
         raw = json.loads(text)
         raw["segments"] = tuple(raw["segments"])
         raw["media"] = tuple(Media(**m) for m in raw["media"])
-        raw["processor_kwargs"] = tuple(tuple(kv) for kv in raw["processor_kwargs"])
+        raw["processor_kwargs"] = tuple((k, freeze(v)) for k, v in raw["processor_kwargs"])
         return cls(**raw)
 
     def describe(self) -> str:
         media = ", ".join(m.describe() for m in self.media)
         options = "".join(f", {k}={v!r}" for k, v in self.processor_kwargs)
+        if self.option_form:
+            options += f" (also {self.option_form})"
         return f"{self.fixture}: prompt {self.segments!r} with [{media}]{options}"

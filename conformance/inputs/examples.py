@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.inputs.cases import Case
+from conformance.inputs.forms import REQUEST_FLAT, frozen_options
 from conformance.inputs.media import Media
 from fixtures.recipe import Recipe
 
@@ -42,14 +43,16 @@ class Examples:
 
 def parse_example(raw: dict) -> Example:
     unknown = set(raw) - {"fixture", "findings", "why", "modality", "segments", "media",
-                          "options", "placeholder"}
+                          "options", "placeholder", "option_form"}
     if unknown:
         raise ValueError(f"example of {raw.get('fixture')!r}: unknown keys {sorted(unknown)}")
     modality = raw["modality"]
     media = tuple(Media(modality, **spec) for spec in raw["media"])
-    options = tuple(sorted(raw.get("options", {}).items()))  # as strategies draws them
+    options = frozen_options(raw.get("options", {}))  # as strategies draws them
+    # the other form its options are given in (`Case.option_form`): per request unless named
+    form = raw.get("option_form", REQUEST_FLAT) if options else ""
     case = Case(raw["fixture"], modality, tuple(raw["segments"]), media, options,
-                raw.get("placeholder"))
+                raw.get("placeholder"), form)
     return Example(tuple(raw["findings"]), case, " ".join(raw.get("why", "").split()))
 
 
@@ -67,7 +70,7 @@ def for_search(recipe: Recipe, with_options: bool, video: bool) -> tuple[Case, .
     default-options search, those with one of its option sets in the other; video ones only
     where the subject takes video (the search draws it). A contributor's checkpoint gets its
     architecture's fixture's examples (`recipe.name`)."""
-    option_sets = [tuple(sorted(o.items())) for o in recipe.processor_options]
+    option_sets = [frozen_options(o) for o in recipe.processor_options]
     modalities = (*recipe.modalities, *(("video",) if video else ()))
     chosen = []
     for example in load().of(recipe.name):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from conformance.core.settings import current
 from conformance.inputs.cases import Case
+from conformance.inputs.forms import OTHER_FORMS, frozen_options
 from conformance.inputs.media import SAMPLING_RATE, Media
 from fixtures.recipe import Recipe
 
@@ -127,19 +128,22 @@ def media(recipe: Recipe, modality: str, rate: int = SAMPLING_RATE) -> st.Search
 def processor_options(recipe: Recipe) -> st.SearchStrategy[tuple[tuple[str, object], ...]]:
     """One of the architecture's option sets a deployment might configure
     (`Recipe.processor_options`: {option: value} sets)."""
-    variants = [tuple(sorted(v.items())) for v in recipe.processor_options]
+    variants = [frozen_options(v) for v in recipe.processor_options]
     return st.sampled_from(variants) if variants else st.just(())
 
 
 @st.composite
 def cases(draw, recipe: Recipe, max_items: int = MAX_ITEMS, with_options: bool = False,
           video: bool = False, rate: int = SAMPLING_RATE) -> Case:
-    """A case of the recipe; `with_options`: under one of its processor option sets; `video`:
+    """A case of the recipe; `with_options`: under one of its processor option sets, also given
+    in one of the other forms vLLM takes (`Case.option_form`, drawn last); `video`:
     video items may be drawn too (the suite says so where the subject takes them). Without
     video the draws are exactly those of the recipe's modalities alone."""
     modalities = recipe.modalities + (("video",) if video else ())
     modality = draw(st.sampled_from(modalities))
     count = draw(st.integers(1, min(max_items, recipe.max_items)))
     items = draw(st.lists(media(recipe, modality, rate), min_size=count, max_size=count))
-    return Case(recipe.name, modality, draw(text_segments(count + 1)), tuple(items),
-                draw(processor_options(recipe)) if with_options else ())
+    segments = draw(text_segments(count + 1))
+    options = draw(processor_options(recipe)) if with_options else ()
+    return Case(recipe.name, modality, segments, tuple(items), options,
+                option_form=draw(st.sampled_from(OTHER_FORMS)) if options else "")

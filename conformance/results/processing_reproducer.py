@@ -35,6 +35,51 @@ class Replay:
     formats: dict[str, dict[str, str]]  # per impl, its half of a two-format checkpoint
     compare: str  # "ids", "ids+placeholders" or "error" (it must raise a clear error)
     oracle: str  # "vllm" (native vLLM's processor) or "hf" (the HF processor's expansion)
+    # the form vLLM is given the options in ("": model-level flat; model-scoped, request-flat,
+    # request-scoped, disk): the HF processor takes them flat in any form
+    form: str = ""
+
+
+SCOPES = {"image": "images_kwargs", "audio": "audio_kwargs", "video": "videos_kwargs"}
+SUB_CONFIGS = {"image": "image_processor", "audio": "feature_extractor",
+               "video": "video_processor"}
+
+
+def disk_copy(checkpoint: str, options: dict[str, Any], modality: str) -> str:
+    """A copy of the checkpoint folder (links to its files) whose processor config holds
+    `options`: a flat preprocessor_config.json where it has one, else processor_config.json's
+    sub-config of the modality (its top level where it has none)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    source, target = Path(checkpoint), Path(tempfile.mkdtemp(prefix="disk-form-"))
+    name = ("preprocessor_config.json" if (source / "preprocessor_config.json").is_file()
+            else "processor_config.json")
+    content = json.loads((source / name).read_text()) if (source / name).is_file() else {}
+    sub = SUB_CONFIGS[modality]
+    if name == "processor_config.json" and isinstance(content.get(sub), dict):
+        content[sub] = {**content[sub], **options}
+    else:
+        content.update(options)
+    for entry in source.iterdir():
+        if entry.name != name:
+            (target / entry.name).symlink_to(entry.resolve())
+    (target / name).write_text(json.dumps(content, indent=2))
+    return str(target)
+
+
+def deployment(replay: Replay) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The checkpoint folder, model-level options and the request's own for vLLM, in the
+    replay's form."""
+    flat, scoped = dict(replay.options), {SCOPES[replay.modality]: dict(replay.options)}
+    checkpoint = str(replay.checkpoint)
+    if not flat or replay.form in ("", "model-flat"):
+        return checkpoint, flat, {}
+    return {"model-scoped": (checkpoint, scoped, {}),
+            "request-flat": (checkpoint, {}, flat),
+            "request-scoped": (checkpoint, {}, scoped),
+            "disk": (disk_copy(checkpoint, flat, replay.modality), {}, {})}[replay.form]
 
 
 def made(replay: Replay) -> list:
@@ -56,13 +101,15 @@ def vllm_processed(replay: Replay, impl: str) -> Processed:
     from vllm.config import ModelConfig
     from vllm.multimodal import MULTIMODAL_REGISTRY
 
-    config = ModelConfig(model=replay.checkpoint, model_impl=impl,
+    checkpoint, model_level, request = deployment(replay)
+    config = ModelConfig(model=checkpoint, model_impl=impl,
                          limit_mm_per_prompt={replay.modality: 8},
-                         mm_processor_kwargs=replay.options or None, mm_processor_cache_gb=0,
+                         mm_processor_kwargs=model_level or None, mm_processor_cache_gb=0,
                          **replay.formats.get(impl, {}))
     processor = MULTIMODAL_REGISTRY.create_processor(config)
     out = processor(replay.prompt,
-                    processor.info.parse_mm_data({replay.modality: vllm_items(replay)}))
+                    processor.info.parse_mm_data({replay.modality: vllm_items(replay)}),
+                    hf_processor_mm_kwargs=request)
     ranges = []
     for r in out["mm_placeholders"].get(replay.modality, []):
         mask = [True] * r.length if r.is_embed is None else r.is_embed.tolist()
@@ -145,20 +192,28 @@ def main(replay: Replay, usage: str) -> int:
     print(f"vllm {vllm.__version__}, transformers {transformers.__version__}; "
           f"{replay.checkpoint}")
     print(f"prompt {replay.prompt!r} with {len(replay.items)} {replay.modality} item(s)")
+    if replay.options:
+        print(f"options {dict(replay.options)} given to vLLM {replay.form or 'model-flat'}")
     if replay.compare == "error":
         return expect_clear_error(replay)
+    # The backend first: processors write the options their token count is given into their
+    # class's defaults, so an oracle run first (the HF processor counts with the options flat)
+    # would hand the backend options its own form never gave it.
+    try:
+        got: Processed | None = vllm_processed(replay, "transformers")
+        raised = None
+    except Exception as error:
+        import traceback
+
+        traceback.print_exc()
+        got, raised = None, error
     try:
         expected = oracle(replay)
     except Exception as error:
         print(f"the oracle ({replay.oracle}) cannot process it: {type(error).__name__}: {error}")
         return 2
-    try:
-        got = vllm_processed(replay, "transformers")
-    except Exception as error:
-        import traceback
-
-        traceback.print_exc()
-        print(f"FAILS: the backend raises {type(error).__name__}: {error}")
+    if got is None:
+        print(f"FAILS: the backend raises {type(raised).__name__}: {raised}")
         return 1
     found = difference(replay, expected, got,
                        ("native" if replay.oracle == "vllm" else "HF", "backend"))

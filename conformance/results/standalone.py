@@ -60,6 +60,7 @@ class Request:
     options: tuple[tuple[str, Any], ...]
     oracle: str  # "vllm" (native vLLM's processor) or "hf" (the HF processor's expansion)
     compare: str  # "ids", "ids+placeholders", or "error" (the prompt must raise a clear error)
+    form: str = ""  # the form vLLM is given the options in ("": model-level flat)
 
 
 def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
@@ -84,8 +85,11 @@ def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
         if case is None:
             return None
         compare = "error"
+    # a difference of the option forms sub-property names the form first
+    form = case.option_form if case.option_form and evidence.startswith(
+        f"{case.option_form} ") else ""
     return Request(case.prompt(recipe.placeholder[case.modality]), case.modality, case.media,
-                   case.processor_kwargs, oracle, compare)
+                   case.processor_kwargs, oracle, compare, form)
 
 
 def failing_variant(case: Case, recipe: Recipe, path: str, evidence: str) -> Case | None:
@@ -225,6 +229,8 @@ def script(request: Request, verdict: Verdict, *, statement: str, checkpoint: st
         check=verdict.check, vllm=vllm.__version__, transformers=transformers.__version__,
         oracle=oracle, prompt=request.prompt, items=items or "none",
         options=dict(request.options) or "none", statement=statement,
+        form=request.form or "model-level flat (mm_processor_kwargs)",
+        form_literal=request.form,
         observed=wrap(known + observed), usage=usage, where=default,
         checkpoint=checkpoint, prompt_literal=request.prompt, modality=request.modality,
         media=[(m.height, m.width, m.samples, m.seed, m.frames) for m in request.media],
@@ -272,7 +278,7 @@ r"""`{check}`: vLLM {vllm}'s Transformers backend (model_impl="transformers") ag
 transformers: {transformers} (where it was recorded)
 prompt:     {prompt!r}
 items:      {items}
-options:    {options} (model-level processor options, mm_processor_kwargs)
+options:    {options} (processor options, given to vLLM {form})
 expected:   {statement}
 observed:   {observed}
 
@@ -308,7 +314,10 @@ VIDEO_FPS = {video_fps!r}
 {body}
 
 
-REPLAY = Replay(CHECKPOINT, PROMPT, MODALITY, ITEMS, OPTIONS, FORMATS, COMPARE, ORACLE)
+FORM = {form_literal!r}  # how vLLM is given OPTIONS ("": model-level mm_processor_kwargs)
+
+
+REPLAY = Replay(CHECKPOINT, PROMPT, MODALITY, ITEMS, OPTIONS, FORMATS, COMPARE, ORACLE, FORM)
 
 if __name__ == "__main__":
     sys.exit(main(REPLAY, __doc__))

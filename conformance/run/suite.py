@@ -77,6 +77,7 @@ class Search:
     compared_by_modality: Counter = field(default_factory=Counter)
     required: tuple[str, ...] = ()  # modalities a pass must have compared (video, where drawn)
     options_by_pass: dict[str, set] = field(default_factory=dict)  # the options drawn
+    forms: Counter = field(default_factory=Counter)  # the other option forms compared
     current: str = "default"
     unprocessable: Counter = field(default_factory=Counter)  # the oracles' reasons
     exercised: set[str] = field(default_factory=set)
@@ -100,6 +101,8 @@ class Search:
                       "oracle_failures": sum(self.unprocessable.values())}
         if self.repeated:
             data["repeated"] = self.repeated
+        if self.forms:
+            data["option_forms"] = sorted(self.forms)
         if self.unprocessable:
             data["oracle_reasons"] = dict(self.unprocessable.most_common(5))
             data["oracle_note"] = self.unprocessable.most_common(1)[0][0]
@@ -193,6 +196,8 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             found.compared += 1
             found.compared_by_pass[found.current] += seen_as not in found.examples
             found.compared_by_modality[case.modality] += 1
+            if case.option_form:
+                found.forms[case.option_form] += 1
         found.exercised |= set(outcome.exercised)
         raised = None
         for evidence in outcome.differences:

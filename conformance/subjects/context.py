@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.core.subjects import HF, VLLM_NATIVE
@@ -28,21 +28,25 @@ class OracleFailed(RuntimeError):
     """An oracle could not process a valid case: the case says nothing about the subject."""
 
 
-def per_request(party: Any, case: Any, **kwargs: Any) -> ProcessedPrompt:
-    """`case` processed by `party`'s default processor (built without model-level options),
-    the case's processor options given as the request's own (`mm_processor_kwargs`);
-    `kwargs` go to `party.process` as they are (`cache=`).
+def in_form(party: Any, case: Any, form: str | None = None, *, fresh: bool = True,
+            **kwargs: Any) -> ProcessedPrompt:
+    """`case` processed by `party` with the case's processor options in `form` (default: the
+    case's own `option_form`; `conformance.inputs.forms`); `kwargs` go to `party.process` as
+    they are (`cache=`).
 
     Processors make the options they count tokens with their class's defaults
-    (`conformance.subjects.isolation`): the case's model-level runs, earlier in the same case, would
-    hand this request the options as defaults, and a processor that ignores them per request
-    would pass. So it starts from the defaults a deployment without model-level options has.
+    (`conformance.subjects.isolation`): the case's model-flat runs, earlier in the same case,
+    would hand this one the options as defaults, and a processor that ignores them in this
+    form would pass. So it starts from the defaults a deployment without them has (`fresh`;
+    not for a later request of the same deployment, which finds what the earlier ones left).
     """
     from conformance.subjects.isolation import processor_defaults_fresh
 
+    form = case.option_form if form is None else form
+    if not fresh:
+        return party.process(case, form=form, **kwargs)
     with processor_defaults_fresh():
-        return party.process(replace(case, processor_kwargs=()),
-                             request_kwargs=dict(case.processor_kwargs), **kwargs)
+        return party.process(case, form=form, **kwargs)
 
 
 @dataclass
@@ -64,10 +68,10 @@ class Context:
         remembered and raised again."""
         return self._subject("subject", case, lambda: self.subject.process(case))
 
-    def subject_request_output(self, case: Any) -> ProcessedPrompt:
-        """`subject_output` with the case's processor options given per request
-        (`per_request`), computed once the same way."""
-        return self._subject("subject per request", case, lambda: per_request(self.subject, case))
+    def subject_form_output(self, case: Any) -> ProcessedPrompt:
+        """`subject_output` with the case's processor options in its form (`in_form`),
+        computed once the same way."""
+        return self._subject("subject in form", case, lambda: in_form(self.subject, case))
 
     def _subject(self, kind: str, case: Any, compute: Callable[[], ProcessedPrompt]
                  ) -> ProcessedPrompt:
@@ -108,12 +112,12 @@ class Context:
             self._memo[key] = _or_none(compute)
         return self._memo[key]
 
-    def oracle_request_output(self, name: str, case: Any) -> ProcessedPrompt | None:
-        """The oracle's output for `case` with its options given per request (`per_request`),
-        once per worker and checkpoint; None where the oracle rejects it (nothing to compare:
-        its model-level output may still be)."""
-        return self.oracle_derived(f"{name} per request", case,
-                                   lambda: per_request(self.oracles[name], case))
+    def oracle_form_output(self, name: str, case: Any) -> ProcessedPrompt | None:
+        """The oracle's output for `case` with its options in its form (`in_form`), once per
+        worker and checkpoint; None where the oracle rejects it (nothing to compare: its
+        model-level output may still be)."""
+        return self.oracle_derived(f"{name} in form", case,
+                                   lambda: in_form(self.oracles[name], case))
 
     @property
     def video(self) -> bool:

@@ -182,6 +182,90 @@ def _backend_request_options_ignored() -> list[Any]:
         self, dataclasses.replace(inputs, hf_processor_mm_kwargs={}), *args, **kwargs))
 
 
+SCOPED_GROUPS = ("images_kwargs", "audio_kwargs", "videos_kwargs")  # transformers' groups
+
+
+def _unscoped(options: Any) -> dict[str, Any]:
+    return {k: v for k, v in dict(options).items() if k not in SCOPED_GROUPS}
+
+
+def _backend_scoped_options_ignored() -> list[Any]:
+    """vLLM's backend drops processor options scoped by modality (`{"images_kwargs": {...}}`),
+    model-level and per request alike: its processor, its calls and its counts see the flat
+    options alone."""
+
+    def around(self: Any, original: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        ctx = self.info.ctx
+        merged = type(ctx).get_merged_mm_kwargs
+
+        def without(owner: Any, given: Any, **options: Any) -> dict[str, Any]:
+            if owner is not ctx:  # another processor's context (frozen: patched on its class)
+                return merged(owner, given, **options)
+            return _unscoped(merged(owner, _unscoped(given), **options))
+
+        with mock.patch.object(type(ctx), "get_merged_mm_kwargs", without):
+            return original(self, dataclasses.replace(
+                inputs, hf_processor_mm_kwargs=_unscoped(inputs.hf_processor_mm_kwargs)),
+                *args, **kwargs)
+
+    return _around_apply(around)
+
+
+def _backend_disk_options_ignored() -> list[Any]:
+    """vLLM's backend builds its HF processor from the files the checkpoint was made from, not
+    from the folder it serves (a processor config read from elsewhere): options a copy of the
+    checkpoint writes into its own processor config never reach it. The harness's disk form
+    is such a copy (`conformance.inputs.forms.disk_folder`: every other file a link to the
+    original), so the original is the folder its `config.json` links to; the processor is
+    made from it as vLLM makes one (`cached_processor_from_config`'s own steps)."""
+    from pathlib import Path
+
+    from vllm.multimodal.processing import context as processing_context
+    from vllm.transformers_utils import processor as processors
+
+    made = processing_context.cached_processor_from_config
+
+    def around(self: Any, original: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        config = self.info.ctx.model_config
+        folder = Path(config.model)
+        source = (folder / "config.json").resolve().parent
+        if source == folder.resolve():
+            return original(self, inputs, *args, **kwargs)
+
+        def from_source(model_config: Any, processor_cls: Any = processors.ProcessorMixin,
+                        **options: Any) -> Any:
+            if model_config is not config:  # another processor's (native vLLM's)
+                return made(model_config, processor_cls, **options)
+            return processors.cached_get_processor_without_dynamic_kwargs(
+                str(source), revision=model_config.revision,
+                trust_remote_code=model_config.trust_remote_code, processor_cls=processor_cls,
+                **processors._merge_mm_kwargs(model_config, processor_cls, **options))
+
+        with mock.patch.object(processing_context, "cached_processor_from_config", from_source):
+            return original(self, inputs, *args, **kwargs)
+
+    return _around_apply(around)
+
+
+def _backend_cache_key_without_options() -> list[Any]:
+    """vLLM's backend keys its items in the processor cache without the request's own
+    processor options: a request giving options hits the entries its items made without
+    them."""
+    from vllm.multimodal.processing.inputs import ProcessorInputs
+
+    original_hashes = ProcessorInputs.get_mm_hashes
+
+    def around(self: Any, original: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        def hashes(given: Any, *hash_args: Any, **hash_kwargs: Any) -> Any:
+            return original_hashes(dataclasses.replace(given, hf_processor_mm_kwargs={}),
+                                   *hash_args, **hash_kwargs)
+
+        with mock.patch.object(ProcessorInputs, "get_mm_hashes", hashes):
+            return original(self, inputs, *args, **kwargs)
+
+    return _around_apply(around)
+
+
 def _backend_rows_per_token() -> list[Any]:
     """vLLM's backend counts a grid image's rows after the 2x2 merge (tokens, not patches)."""
     from vllm.model_executor.models.transformers import multimodal
@@ -491,6 +575,9 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "errors-swallowed": _errors_swallowed,
     "backend-offset-shift": _backend_offset_shift,
     "backend-request-options-ignored": _backend_request_options_ignored,
+    "backend-scoped-options-ignored": _backend_scoped_options_ignored,
+    "backend-disk-options-ignored": _backend_disk_options_ignored,
+    "backend-cache-key-without-options": _backend_cache_key_without_options,
     "backend-budget-one-short": _backend_budget_one_short,
     "backend-dummy-options-dropped": _backend_dummy_options_dropped,
     "backend-rows-per-token": _backend_rows_per_token,

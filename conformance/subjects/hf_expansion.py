@@ -115,10 +115,12 @@ def split_by_embedded(marked: list[int], counts: list[int], marked_ids: list[int
 def hf_expansion(processor: Any, config: Any, prompt: str, modality: str, items: list, *,
                  sizes: list[tuple[int, int, int]], options: dict[str, Any],
                  metadata: list[dict[str, Any]] | None = None,
+                 count_options: dict[str, Any] | None = None,
                  ) -> tuple[list[int], list[tuple[int, int, list[int]]], Any]:
     """(prompt ids, per item (offset, length, embedding positions), the processor's outputs)
     of `prompt` with `items` (`sizes`: height, width, frames per item; `options`: the
-    processor's call options; `metadata`: vLLM's per video)."""
+    processor's call options; `metadata`: vLLM's per video; `count_options`: the options
+    its token count takes, where they differ from the call's: flat for a scoped call)."""
     # Videos of different frame counts do not stack into one tensor (LLaVA-OneVision's
     # processor): the expansion is what is compared, so their outputs stay lists.
     out = processor(text=prompt, **hf_media(processor, modality, items, metadata),
@@ -128,7 +130,8 @@ def hf_expansion(processor: Any, config: Any, prompt: str, modality: str, items:
     type_ids = out.get("mm_token_type_ids", out.get("token_type_ids"))
     if type_ids is not None:
         marked = [i for i, t in enumerate(first_row(type_ids)) if t == HF_TYPE_IDS[modality]]
-        counts = token_counts(processor, modality, sizes, options)
+        counts = token_counts(processor, modality, sizes,
+                              options if count_options is None else count_options)
         # the model's token is only needed where the counts leave out the structure tokens
         embed = embed_token_id(config, modality) if counts and sum(counts) != len(marked) \
             else None

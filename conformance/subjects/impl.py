@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from conformance.core.subjects import IMPL
 from conformance.inputs.cases import Case
+from conformance.inputs.forms import form_inputs
 from conformance.subjects.hf import CheckpointFiles
 from conformance.subjects.protocol import CACHE, HF_PROCESSOR, PLANTS_FAULTS
 from fixtures.recipe import Recipe
@@ -34,19 +36,28 @@ class ImplSubject(CheckpointFiles):
         return ProcessorCache()
 
     def process(self, case: Case, *, as_tokens: bool = False, cache: Any = None,
-                request_kwargs: Mapping[str, Any] | None = None, **_: Any) -> ProcessedPrompt:
+                request_kwargs: Mapping[str, Any] | None = None, form: str = "",
+                **_: Any) -> ProcessedPrompt:
         """`request_kwargs`: options of this request alone (its `mm_processor_kwargs`), over
         the case's model-level ones; impl then builds the processor under both, as the backend
-        does, and keeps the model-level one for what the backend counts with it."""
+        does, and keeps the model-level one for what the backend counts with it. `form`: the
+        case's options in that form, handed to impl's steps as vLLM hands them to the
+        backend's (`form_inputs`: scoped ones as a group, the disk form's copy of the
+        checkpoint)."""
         import impl.pipeline
         from conformance.subjects.faults import planted
 
+        given = form_inputs(form, case.processor_kwargs, case.modality, self.path)
+        case = replace(case, processor_kwargs=given.model)
+        if given.request:
+            request_kwargs = {**given.request, **dict(request_kwargs or {})}
+        folder = given.path
         prompt: str | list[int] = case.prompt(self.recipe.placeholder)
         # impl's steps are looked up at call time, so a planted fault can stand in for them
         with planted(self.fault):
-            processor = self.processor_for(case.processor_kwargs)
+            processor = self.processor_for(case.processor_kwargs, folder)
             merged = {**dict(case.processor_kwargs), **dict(request_kwargs or {})}
-            request_processor = (self.processor_for(tuple(sorted(merged.items())))
+            request_processor = (self.processor_for(tuple(sorted(merged.items())), folder)
                                  if request_kwargs else None)
             if as_tokens:
                 prompt = processor.tokenizer.encode(
@@ -56,7 +67,7 @@ class ImplSubject(CheckpointFiles):
                                          request_kwargs=request_kwargs,
                                          request_processor=request_processor,
                                          config=self.config, cache=cache,
-                                         model_id=self.path)
+                                         model_id=folder or self.path)
 
 
 

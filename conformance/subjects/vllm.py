@@ -19,6 +19,7 @@ from typing import Any
 from conformance.core import vllms
 from conformance.core.subjects import VLLM_BACKEND, VLLM_NATIVE
 from conformance.inputs.cases import Case
+from conformance.inputs.forms import form_inputs, options_key
 from conformance.subjects.protocol import CACHE, HF_PROCESSOR, IMAGE_ROWS, VIDEO
 from impl.types import Placeholder, ProcessedPrompt, placeholder_from_mask
 
@@ -371,10 +372,11 @@ class VllmSubject:
 
     def __init__(self, name: str, model_impl: str, path: str, recipe: Any):
         self.name, self.model_impl, self.path, self.recipe = name, model_impl, path, recipe
-        self._processors: dict[Options, Any] = {}
+        # by checkpoint folder and options (`options_key`: a scoped form's values are dicts)
+        self._processors: dict[tuple[str, str], Any] = {}
         # one `ModelConfig` per options: each new cache (the cache check makes several per
         # example) would otherwise re-read and re-validate the checkpoint's config (~60 ms)
-        self._configs: dict[Options, Any] = {}
+        self._configs: dict[tuple[str, str], Any] = {}
         # Video items where the backend under test takes the fixture's videos (native vLLM,
         # its oracle, is then asked for them too); no limit for video otherwise.
         self.video = backend_takes_video(recipe, path)
@@ -382,18 +384,21 @@ class VllmSubject:
         if self.video:
             self.capabilities = VllmSubject.capabilities | {VIDEO}
 
-    def model_config(self, options: Options = ()) -> Any:
+    def model_config(self, options: Options = (), path: str | None = None) -> Any:
+        """`path`: another checkpoint folder (an option form's copy of this one)."""
         # `cache_gb` sizes the cache `new_cache` makes; `process` uses none unless given one.
-        if options not in self._configs:
-            self._configs[options] = model_config(
-                self.path, self.model_impl, {m: MAX_ITEMS for m in self.modalities},
+        key = (path or self.path, options_key(options))
+        if key not in self._configs:
+            self._configs[key] = model_config(
+                path or self.path, self.model_impl, {m: MAX_ITEMS for m in self.modalities},
                 options=options, cache_gb=4)
-        return self._configs[options]
+        return self._configs[key]
 
-    def processor_for(self, options: Options = ()) -> Any:
-        if options not in self._processors:
-            self._processors[options] = processor_from(self.model_config(options))
-        return self._processors[options]
+    def processor_for(self, options: Options = (), path: str | None = None) -> Any:
+        key = (path or self.path, options_key(options))
+        if key not in self._processors:
+            self._processors[key] = processor_from(self.model_config(options, path))
+        return self._processors[key]
 
     @property
     def processor(self) -> Any:
@@ -435,13 +440,19 @@ class VllmSubject:
         return [int(n) for n in rows.tolist()], dim
 
     def process(self, case: Case, *, cache: Any = None, as_tokens: bool = False,
-                request_kwargs: Mapping[str, Any] | None = None) -> ProcessedPrompt:
-        processor = self.processor_for(case.processor_kwargs)
+                request_kwargs: Mapping[str, Any] | None = None, form: str = ""
+                ) -> ProcessedPrompt:
+        """`form`: the case's options given in that form (`conformance.inputs.forms`) instead
+        of model-flat: model-level scoped, per request, or on disk in a copy of the checkpoint
+        (its own deployment); `request_kwargs` go over them."""
+        given = form_inputs(form, case.processor_kwargs, case.modality, self.path)
+        processor = self.processor_for(given.model, given.path)
         prompt: str | list[int] = case.prompt(self.recipe.placeholder)
         if as_tokens:
             tokenizer = processor.info.get_tokenizer()
             prompt = tokenizer.encode(prompt, add_special_tokens=self.recipe.add_special_tokens)
-        return from_vllm_output(apply(processor, prompt, case.mm_data(), cache, request_kwargs))
+        request = {**given.request, **dict(request_kwargs or {})}
+        return from_vllm_output(apply(processor, prompt, case.mm_data(), cache, request))
 
 
 class BackendSubject(VllmSubject):

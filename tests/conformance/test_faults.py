@@ -16,6 +16,7 @@ import transformers
 from conformance.checks import get_check, registry
 from conformance.checks.model.references import HF_PREFIX
 from conformance.inputs.cases import Case
+from conformance.inputs.forms import options_key
 from conformance.inputs.media import Media, smoke_media
 from conformance.results.verdict import CellKey
 from conformance.run.cell import run_checkpoint
@@ -175,7 +176,7 @@ def fake_context(processor) -> Context:
     recipe = Recipe(name="fake", architecture="Fake", modalities=("image",),
                     placeholder={"image": "<image>"}, prompt="{0}", make=None, mirrors="-")
     subject = ImplSubject("unused", recipe)
-    subject.__dict__.update(_processors={(): processor}, config=None)
+    subject.__dict__.update(_processors={("unused", options_key(())): processor}, config=None)
     return Context("fake", "unused", recipe, subject, {})
 
 
