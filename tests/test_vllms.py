@@ -336,3 +336,17 @@ def test_a_build_that_cannot_start_an_engine_here_makes_model_cells_n_a(monkeypa
     verdict = run_checkpoint(key, get_recipe("llava"), get_check("generate"),
                              lambda: pytest.fail("no checkpoint is needed"))
     assert (verdict.status, verdict.detail) == ("n/a", reason)
+
+
+def test_each_vllm_keeps_its_own_cache_root(tmp_path):
+    """Two vLLMs whose model modules differ must not share `modelinfos/`: each would overwrite
+    the other's inspection and every worker would inspect every class again."""
+    env = {"VLLM_CACHE_ROOT": str(tmp_path)}
+    roots = {label: vllms.vllm_cache_root(label, env) for label in ("0.31.0", "0.33.0")}
+    assert roots["0.31.0"] != roots["0.33.0"]
+    assert all(root.is_relative_to(tmp_path) for root in roots.values())
+    # a worker's own child process keeps its root rather than nesting another
+    inner = vllms.vllm_cache_root("0.31.0", {"VLLM_CACHE_ROOT": str(roots["0.31.0"])})
+    assert inner == roots["0.31.0"]
+    odd = vllms.vllm_cache_root("0.34.0.dev3@ci venv/x", {"XDG_CACHE_HOME": str(tmp_path)})
+    assert odd.parent == tmp_path / "vllm" / "by-vllm" and "/" not in odd.name

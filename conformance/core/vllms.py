@@ -179,6 +179,20 @@ RELEASES: dict[str, Release] = {
 }
 
 
+def vllm_cache_root(label: str, env: dict[str, str]) -> Path:
+    """A cache root of its own for each vLLM under test, under the one vLLM would use
+    (`VLLM_CACHE_ROOT`, else `$XDG_CACHE_HOME/vllm`). vLLM keeps what its registry learns by
+    inspecting a model class in a subprocess (`modelinfos/`, one file per class, keyed by the
+    hash of the class's module): two vLLMs whose module differs (0.31.0's and 0.33.0's
+    `transformers/` package, several native models) overwrite each other's file, and each
+    worker of a run with both then inspects every class again, several seconds per fixture."""
+    base = Path(env.get("VLLM_CACHE_ROOT") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "vllm"))
+    if base.parent.name == "by-vllm":  # already one vLLM's (a worker's own child process)
+        base = base.parent.parent
+    return base.expanduser() / "by-vllm" / re.sub(r"[^\w.+-]", "_", label)
+
+
 @dataclass(frozen=True)
 class VllmUnderTest:
     label: str  # the cells' `vllm`
@@ -207,6 +221,7 @@ class VllmUnderTest:
             kept = [*kept, str(ROOT)]
         if kept:
             env["PYTHONPATH"] = os.pathsep.join(kept)
+        env["VLLM_CACHE_ROOT"] = str(vllm_cache_root(self.label, env))
         return env
 
     def describe(self) -> str:
