@@ -67,8 +67,28 @@ def engine(path, prompt, impl):
 
 
 def last_error(text):
-    lines = [line for line in text.splitlines() if "Error: " in line or "Error(" in line]
-    return (lines[-1] if lines else text.strip()[-400:]).strip()[:400]
+    """The engine's last exception line; for a bare `assert`, the statement that fired."""
+    lines = [line.split("]: ", 1)[-1].strip() for line in text.splitlines()]
+    errors = [line for line in lines if line.endswith("Error") or "Error: " in line]
+    if errors and errors[-1].endswith("AssertionError"):
+        asserts = [line for line in lines if line.startswith("assert ")]
+        where = [line for line in lines if line.startswith("File ")]
+        return (f"AssertionError: {asserts[-1] if asserts else ''} "
+                f"({where[-1] if where else ''})")[:400]
+    return (errors[-1] if errors else text.strip()[-400:])[:400]
+
+
+def scale(sides, a, b):
+    """", b's logit gaps are a's times F" where one factor F explains every shared top token
+    (log-softmax keeps differences of logits: a scaled head scales the gaps to the top one)."""
+    la, lb = sides[a][1], sides[b][1]
+    top = max(la, key=la.get)
+    ratios = [(lb[t] - lb[top]) / (la[t] - la[top]) for t in sorted(la, key=la.get)[-10:]
+              if t != top and t in lb and top in lb and abs(la[t] - la[top]) > 1e-3]
+    if len(ratios) < 2 or max(ratios) - min(ratios) > 1e-3 * abs(ratios[0]) or \
+            abs(ratios[0] - 1) < 1e-3:
+        return ""
+    return f"; {b}'s logit gaps are {a}'s times {sum(ratios) / len(ratios):.4g}"
 
 
 def main():
@@ -105,7 +125,7 @@ def main():
             common = [t for t in top10 if t in sides[a][1] and t in sides[b][1]]
             d = max(abs(sides[a][1][t] - sides[b][1][t]) for t in common) if common else 0.0
             worst = max(worst, d)
-            print(f"  {a} vs {b}: max |d logprob| on the HF top-10 = {d:.3e}")
+            print(f"  {a} vs {b}: max |d logprob| on the HF top-10 = {d:.3e}{scale(sides, a, b)}")
     sys.exit(1 if failed or worst > 1e-4 else 0)
 
 
