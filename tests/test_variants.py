@@ -158,3 +158,22 @@ def test_the_fixtures_document_lists_every_variant():
     section = text.split("## Config variants", 1)[1].split("\n## ", 1)[0]
     for name in variant_names():
         assert f"| `{name}` |" in section, name
+
+
+def test_a_reference_that_cannot_load_is_known_only_by_a_finding_naming_its_error():
+    from conformance.results.judge import judge
+    from conformance.results.verdict import CellKey
+
+    error = ("error: ValueError: There is no module or parameter named 'vision_tower.embeddings' "
+             "in LlavaForConditionalGeneration. The available parameters ...")
+    refused = {"references": {"backend vs hf": "agrees", "native": error}}
+    saved = CellKey("llava~saved", "5.17.0", "vllm-backend", "model")
+    verdict = judge(saved, [], exhaustive=True, data=refused)
+    assert verdict.status == "xfail" and verdict.finding == "llava-native-refuses-saved-layout"
+    assert "native reference could not run" in verdict.detail
+    # native loading it again: the finding is stale
+    loaded = {"references": {"backend vs hf": "agrees", "backend vs native": "agrees"}}
+    assert judge(saved, [], exhaustive=True, data=loaded).status == "xpass"
+    # no finding names the error on another fixture: judged against the HF model, a pass
+    other = CellKey("llava", "5.17.0", "vllm-backend", "model")
+    assert judge(other, [], exhaustive=True, data=refused).status == "pass"
