@@ -588,3 +588,13 @@ def test_every_known_cell_of_the_baseline_is_known_by_the_same_finding_rejudged(
              + (f" ({r.unexplained[0][:120]})" if r.unexplained else "")
              for r in rejudge(cells) if not r.still_known or r.finding != r.cell["finding"]]
     assert not moved, "\n".join(moved)
+
+
+def test_evidence_for_one_fixture_claims_no_cell_of_another():
+    """`dummy-data@cohere2_vision` on a finding that also lists aya_vision: aya_vision's
+    dummy-data cells are not known by it (a pass there is a pass, not an xpass)."""
+    finding = expectations.get("legacy-structure-tokens-embedded")
+    assert "dummy-data@cohere2_vision" in finding.evidence and "dummy-data" not in finding.evidence
+    assert finding.applies("cohere2_vision", "dummy-data", "5.12.1")
+    assert not finding.applies("aya_vision", "dummy-data", "5.12.1")
+    assert finding.applies("aya_vision", "processing", "5.12.1")

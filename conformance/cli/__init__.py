@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the interpreter of an environment that already has vLLM (vLLM's CI "
                      "environment, a nightly, an editable checkout): its vLLM is tested there, "
                      "labelled VERSION@ENVIRONMENT; repeatable, beside --vllm")
-    run.add_argument("--subjects", help="comma-separated subjects (default: impl,vllm-backend)")
+    run.add_argument("--subjects", help="comma-separated subjects: vllm-backend (the default), "
+                     "impl (our reference of vLLM 0.31.0's backend)")
     run.add_argument("--checks", help="comma-separated checks (default: all)")
     run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
                      help="hypothesis profile (default: dev)")

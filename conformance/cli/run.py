@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
+from conformance.cli.common import DEFAULT_SUBJECTS, RUN_SUBJECTS, csv, fail
 from conformance.core.settings import Settings
 from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
@@ -26,7 +26,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     fixtures = selected_fixtures(args.fixtures, args.variants)
     all_checks = check_ids()
     checks = csv(args.checks) or all_checks
-    subjects = csv(args.subjects) or DEFAULT_SUBJECTS
+    subjects = csv(args.subjects) or RUN_SUBJECTS
     versions = requested_versions(args.versions)  # a malformed one: a one-line error
     from conformance.core import vllms as vllm_axis
 

@@ -52,13 +52,21 @@ class Finding:
         # asked for every finding on every failure a cell judges: derived once
         return tuple(dict.fromkeys(key.partition("@")[0] for key in self.evidence))
 
+    def checks_of(self, fixture: str) -> tuple[str, ...]:
+        """The checks it claims on one fixture: evidence for a check, or for the check on that
+        fixture (`check@fixture`); one fixture's own evidence claims no cell of another."""
+        return tuple(dict.fromkeys(
+            check for check, _, only in (key.partition("@") for key in self.evidence)
+            if not only or only == fixture))
+
     def applies(self, fixture: str, check: str, version: str, subject: str | None = None,
                 options: tuple[str, ...] = (), vllm: str | None = None) -> bool:
         """`vllm`: the cell's vLLM label (a folder's "0.32.1.dev5@src" by its version);
         None: any vLLM."""
         if ANY not in self.fixtures and not set(_names(fixture)) & set(self.fixtures):
             return False
-        if ANY not in self.checks and check not in self.checks:
+        claimed = self.checks_of(fixture)
+        if ANY not in claimed and check not in claimed:
             return False
         if subject and self.subjects and subject not in self.subjects:
             return False
