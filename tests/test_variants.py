@@ -177,3 +177,18 @@ def test_a_reference_that_cannot_load_is_known_only_by_a_finding_naming_its_erro
     # no finding names the error on another fixture: judged against the HF model, a pass
     other = CellKey("llava", "5.17.0", "vllm-backend", "model")
     assert judge(other, [], exhaustive=True, data=refused).status == "pass"
+
+
+def test_a_fixtures_findings_hold_for_its_variants_and_a_variants_for_it_alone():
+    from conformance.expectations import parse
+
+    base = parse({"id": "b", "title": "t", "reason": "r", "fixtures": ["llava"],
+                  "evidence": {"cache@llava": ["token 42"]}})
+    assert base.applies("llava~full", "cache", "5.17.0")
+    assert base.shown_by("cache", "image token 42 differs", "llava~full")
+    assert not base.applies("llava_next~granite_text", "cache", "5.17.0")
+    own = parse({"id": "v", "title": "t", "reason": "r", "fixtures": ["llava~full"],
+                 "evidence": {"cache": ["token 42"]}})
+    assert own.applies("llava~full", "cache", "5.17.0")
+    assert not own.applies("llava", "cache", "5.17.0")
+    assert not own.applies("llava~layers", "cache", "5.17.0")

@@ -57,7 +57,7 @@ class Finding:
         fixture (`check@fixture`); one fixture's own evidence claims no cell of another."""
         return tuple(dict.fromkeys(
             check for check, _, only in (key.partition("@") for key in self.evidence)
-            if not only or only == fixture))
+            if not only or only in _names(fixture)))
 
     def applies(self, fixture: str, check: str, version: str, subject: str | None = None,
                 options: tuple[str, ...] = (), vllm: str | None = None) -> bool:
@@ -82,9 +82,9 @@ class Finding:
         explains another's failure) is in `observed`, and a drift `observed` reports is
         within the bound the finding states for the check (none stated: it explains no
         drift, so a larger one, or a numeric difference beside a known one, is new)."""
-        shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ()) + \
-            (tuple(e for name in _names(fixture) for e in self.evidence.get(f"{check}@{name}", ()))
-             if fixture else ())
+        scoped = (tuple(e for name in _names(fixture)
+                        for e in self.evidence.get(f"{check}@{name}", ())) if fixture else ())
+        shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ()) + scoped
         if not any(text in observed for text in shown):
             return False
         drift = magnitude(observed)

@@ -4,10 +4,10 @@ score the same image prompt (vLLM, transformers and torch only).
     python config_variants.py CHECKPOINT PROMPT
 
 For the config variants of fixtures/variants.py (issue #33): a fixture built with a few config
-fields set as a published checkpoint sets them. The checkpoint folder of one is printed by
-`python -c "from fixtures.variants import build_fixture; print(build_fixture('llava~saved'))"`
-(the harness builds it; this script reads the folder alone). fp32 on CPU, one seeded 56x40
-image; each vLLM implementation runs in a child process of its own. Prints the config fields
+fields set as a published checkpoint sets them. The harness builds one and prints its folder
+(`conformance fixtures build --fixtures llava~saved`); this script reads the folder alone.
+fp32 on CPU, one seeded 56x40 image; each vLLM implementation runs in a child process of its
+own. Prints the config fields
 that matter (tie flags, logits_scaling, vision_feature_layer), each side's prompt length and
 top-5 next-token logprobs, or the error it raised loading the checkpoint, and the largest
 |difference| of each pair on the HF model's top-10 tokens.
