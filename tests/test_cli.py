@@ -139,8 +139,8 @@ def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path):
     # 6 cells in one worker: it is killed after the first verdict, and the resumed run's worker
     # runs only the others
     args = [*CONFORMANCE, "run", "--vllm", "0.31.0", "--fixtures", "llava,qwen2_5_vl,gemma3",
-            "--versions", "5.17.0", "--checks", "prompt-ids", "--jobs", "1", "--output",
-            str(tmp_path)]
+            "--versions", "5.17.0", "--checks", "prompt-ids", "--subjects", "impl,vllm-backend",
+            "--jobs", "1", "--output", str(tmp_path)]
     process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     partial = tmp_path / "results.jsonl"

@@ -119,10 +119,10 @@ def test_a_finding_behind_a_processor_option_needs_that_option():
 def test_every_finding_names_known_fixtures_checks_and_subjects():
     from conformance.checks import registry
     from conformance.subjects import ORACLES, SUBJECTS
-    from fixtures.registry import RECIPE_MODULES
+    from fixtures.variants import known_names
 
-    for finding in expectations.load():
-        assert set(finding.fixtures) <= {*RECIPE_MODULES, "*"}, finding.id
+    for finding in expectations.load():  # a fixture, or a config variant (fixture~variant)
+        assert set(finding.fixtures) <= {*known_names(), "*"}, finding.id
         assert set(finding.checks) <= {*registry(), "*"}, finding.id
         assert set(finding.subjects) <= {*SUBJECTS, *ORACLES}, finding.id
         assert all(finding.evidence.values()), f"{finding.id}: a check without evidence"

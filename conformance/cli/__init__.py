@@ -35,7 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="the main job: fixtures x versions x subjects x checks")
-    run.add_argument("--fixtures", help="comma-separated fixtures (default: all)")
+    run.add_argument("--fixtures", help="comma-separated fixtures (default: all); a config "
+                     "variant by its name, e.g. llava~full (docs/fixtures.md)")
+    run.add_argument("--variants", action="store_true", help="add every config variant of the "
+                     "fixtures run (fixture~variant rows: docs/fixtures.md); not by default")
     run.add_argument("--versions", help="comma-separated transformers versions (default: "
                      f"{','.join(DEFAULT_VERSIONS)})")
     run.add_argument("--vllm", help="comma-separated vLLMs under test: releases (each in its "

@@ -122,7 +122,8 @@ def bounds_text(row: dict) -> str:
 
 
 def cmd_fixtures(args: argparse.Namespace) -> int:
-    from fixtures.registry import available_recipes, get_recipe
+    from fixtures.registry import available_recipes
+    from fixtures.variants import get_recipe  # a config variant by its name too (llava~full)
 
     names = csv(args.fixtures) or available_recipes()
     if args.action == "list":
@@ -140,7 +141,8 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
                   f"{','.join(recipe.modalities):<12} mirrors {recipe.mirrors:<46} "
                   f"transformers {bounds}")
         return 0
-    from fixtures.build import build_fixture, tree_digest
+    from fixtures.build import tree_digest
+    from fixtures.variants import build_fixture
 
     for name in names:
         started = time.monotonic()

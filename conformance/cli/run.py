@@ -21,9 +21,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.checks import check_ids
     from conformance.results import report
     from conformance.run.plan import expand_cells, shard
-    from fixtures.registry import RECIPE_MODULES, available_recipes
+    from fixtures.variants import known_names
 
-    fixtures = csv(args.fixtures) or available_recipes()
+    fixtures = selected_fixtures(args.fixtures, args.variants)
     all_checks = check_ids()
     checks = csv(args.checks) or all_checks
     subjects = csv(args.subjects) or RUN_SUBJECTS
@@ -32,7 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # a one-line error names a bad one
     under_test = vllm_axis.parse_many(csv(args.vllm), tuple(args.python))
-    for kind, given, known in (("fixture", fixtures, RECIPE_MODULES), ("check", checks, all_checks),
+    for kind, given, known in (("fixture", fixtures, known_names()), ("check", checks, all_checks),
                                ("subject", subjects, DEFAULT_SUBJECTS)):
         if unknown := sorted(set(given) - set(known)):
             return fail(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
@@ -103,6 +103,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 DEFAULT_OUTPUT = REPORTS_DIR / "runs" / "latest"
+
+
+def selected_fixtures(given: str | None, variants: bool) -> tuple[str, ...]:
+    """`--fixtures` (default: every fixture), and with `--variants` every config variant of
+    those (`llava~full`, fixtures/variants.py) after them; a variant is named like a fixture."""
+    from fixtures.registry import available_recipes
+    from fixtures.variants import variant_names
+
+    fixtures = csv(given) or available_recipes()
+    return tuple(dict.fromkeys((*fixtures, *variant_names(fixtures)))) if variants else fixtures
 
 
 def refuses_earlier(output: str | None, fresh: bool) -> bool:

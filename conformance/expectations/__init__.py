@@ -57,13 +57,13 @@ class Finding:
         fixture (`check@fixture`); one fixture's own evidence claims no cell of another."""
         return tuple(dict.fromkeys(
             check for check, _, only in (key.partition("@") for key in self.evidence)
-            if not only or only == fixture))
+            if not only or only in _names(fixture)))
 
     def applies(self, fixture: str, check: str, version: str, subject: str | None = None,
                 options: tuple[str, ...] = (), vllm: str | None = None) -> bool:
         """`vllm`: the cell's vLLM label (a folder's "0.32.1.dev5@src" by its version);
         None: any vLLM."""
-        if ANY not in self.fixtures and fixture not in self.fixtures:
+        if ANY not in self.fixtures and not set(_names(fixture)) & set(self.fixtures):
             return False
         claimed = self.checks_of(fixture)
         if ANY not in claimed and check not in claimed:
@@ -82,8 +82,9 @@ class Finding:
         explains another's failure) is in `observed`, and a drift `observed` reports is
         within the bound the finding states for the check (none stated: it explains no
         drift, so a larger one, or a numeric difference beside a known one, is new)."""
-        shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ()) + \
-            (self.evidence.get(f"{check}@{fixture}", ()) if fixture else ())
+        scoped = (tuple(e for name in _names(fixture)
+                        for e in self.evidence.get(f"{check}@{name}", ())) if fixture else ())
+        shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ()) + scoped
         if not any(text in observed for text in shown):
             return False
         drift = magnitude(observed)
@@ -95,6 +96,14 @@ class Finding:
         if low and high:
             return f">={low}, <{high}"
         return f">={low}" if low else (f"<{high}" if high else "all")
+
+
+def _names(fixture: str) -> tuple[str, ...]:
+    """A config variant (`llava~full`, fixtures/variants.py) answers to its own name and to its
+    base fixture's: the base's findings hold for its variants (the same architecture and
+    processor), and a finding of the variant alone names the variant."""
+    base = fixture.partition("~")[0]
+    return (fixture,) if base == fixture else (fixture, base)
 
 
 # Which side of a three-way comparison deviates from transformers (`side` in findings.toml)

@@ -69,11 +69,12 @@ def for_search(recipe: Recipe, with_options: bool, video: bool) -> tuple[Case, .
     """The examples one search of `recipe`'s suite runs: those without options in the
     default-options search, those with one of its option sets in the other; video ones only
     where the subject takes video (the search draws it). A contributor's checkpoint gets its
-    architecture's fixture's examples (`recipe.name`)."""
+    architecture's fixture's examples (`recipe.name`); a config variant (`llava~full`) its
+    base fixture's (the same tokenizer and prompts)."""
     option_sets = [frozen_options(o) for o in recipe.processor_options]
     modalities = (*recipe.modalities, *(("video",) if video else ()))
     chosen = []
-    for example in load().of(recipe.name):
+    for example in load().of(recipe.name.partition("~")[0]):
         case = example.case
         if bool(case.processor_kwargs) != with_options or case.modality not in modalities:
             continue

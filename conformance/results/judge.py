@@ -49,6 +49,18 @@ def known(key: CellKey, failure: Failure) -> expectations.Finding | None:
                                 key.vllm, error=failure.error)
 
 
+def reference_errors(data: dict) -> list[str]:
+    """What the model checks recorded of a reference that raised (`references`: "native" or
+    "hf" -> "error: ..."), one text each, as a finding's evidence is matched against."""
+    refs = data.get("references")
+    if not isinstance(refs, dict):
+        return []
+    return [f"{ref} reference could not run: {outcome.removeprefix('error: ')}"
+            for ref, outcome in refs.items()
+            if ref in ("native", "hf") and isinstance(outcome, str)
+            and outcome.startswith("error: ")]
+
+
 def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: float = 0.0,
           data: dict | None = None) -> Verdict:
     """`exhaustive`: the cell ran enough to speak for its inputs (a checkpoint-level check's
@@ -60,6 +72,14 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
         return known(key, failure)
 
     if not failures:
+        # a reference that could not run is left out of the comparison (the cell is judged
+        # against the others); a finding whose evidence that reference's error shows makes
+        # the cell known: native vLLM refusing a checkpoint the HF model and the backend serve
+        for text in reference_errors(data):
+            if (found := known(key, Failure(text))) is not None:
+                data["differences"] = [text[:300]]
+                return Verdict.of(key, "xfail", f"{found.reason} [observed: {text}]", seconds,
+                                  data, found.id)
         stale = expectations.applicable(key.fixture, key.check, key.version, key.subject,
                                         key.vllm)
         if exhaustive and stale:

@@ -50,7 +50,7 @@ def run_cell(key: CellKey, path_of: Callable[[str], str] | None = None,
     if reason := unsupported(key.vllm, key.version):
         return Verdict.of(key, "n/a", reason)
     try:
-        from fixtures.registry import get_recipe
+        from fixtures.variants import get_recipe
 
         recipe = get_recipe(key.fixture)
         check = get_check(key.check)

@@ -47,7 +47,7 @@ def build_all(fixtures: set[str]) -> None:
     classes are patched for the whole process and building a checkpoint fails. The paths are
     kept for the worker's life, so a recipe edited meanwhile is not rebuilt mid-run."""
     from conformance.subjects.context import fixture_path
-    from fixtures.registry import get_recipe
+    from fixtures.variants import get_recipe
 
     for name in sorted(fixtures):
         try:

@@ -142,7 +142,7 @@ class Context:
 
 @functools.lru_cache(maxsize=32)
 def fixture_path(name: str) -> str:
-    from fixtures.build import build_fixture
+    from fixtures.variants import build_fixture  # a variant's name too
 
     return str(build_fixture(name))
 
@@ -177,7 +177,7 @@ def make_context(fixture: str, subject: str, fault: str | None = None, *,
                  path: str | None = None, recipe: Any = None) -> Context:
     """For a fixture by name, or for any checkpoint folder with a recipe made for it."""
     if recipe is None:
-        from fixtures.registry import get_recipe
+        from fixtures.variants import get_recipe
 
         recipe = get_recipe(fixture)
     path = path or fixture_path(fixture)

@@ -561,6 +561,41 @@ def _backend_mrope_shifted() -> list[Any]:
     return [mock.patch.object(mixin, "get_mrope_input_positions", positions)]
 
 
+def class_default(config: Any, name: str) -> Any:
+    """The default the config's class gives field `name` (transformers 5's configs are
+    dataclasses); `dataclasses.MISSING` where it has none."""
+    found = getattr(type(config), "__dataclass_fields__", {}).get(name)
+    if found is None:
+        return dataclasses.MISSING
+    if found.default_factory is not dataclasses.MISSING:
+        return found.default_factory()
+    return found.default
+
+
+def _backend_config_default() -> list[Any]:
+    """vLLM's backend encodes images with the class defaults of the config fields the HF
+    model's `get_image_features` takes (vision_feature_layer, vision_feature_select_strategy)
+    instead of the checkpoint's values: it assumes a field's default. A fixture that keeps the
+    defaults is unaffected; a config variant that sets them (llava~last_layer) is not."""
+    import inspect
+
+    from vllm.model_executor.models.transformers import multimodal
+
+    mixin = multimodal.MultiModalMixin
+    original = mixin._get_image_features
+
+    def features(self: Any, pixel_values: Any, **kwargs: Any) -> Any:
+        config = self.model.config
+        for name in inspect.signature(self.model.get_image_features).parameters:
+            default = class_default(config, name)
+            if name not in kwargs and default is not dataclasses.MISSING and \
+                    getattr(config, name, default) != default:
+                kwargs[name] = default
+        return original(self, pixel_values, **kwargs)
+
+    return [mock.patch.object(mixin, "_get_image_features", features)]
+
+
 def swap_first_two(items: list) -> list:
     return [items[1], items[0], *items[2:]] if len(items) > 1 else items
 
@@ -595,6 +630,7 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "backend-cache-stale-fields": _backend_cache_stale_fields,
     "backend-errors-swallowed": _backend_errors_swallowed,
     "backend-mrope-shifted": _backend_mrope_shifted,
+    "backend-config-default": _backend_config_default,
 }
 # media faults: hooks applied to the subject's items by the checkpoint-level checks
 MEDIA_FAULTS: dict[str, Callable[[list], list]] = {"swapped-items": swap_first_two}

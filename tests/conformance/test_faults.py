@@ -25,7 +25,8 @@ from conformance.subjects.context import Context, fixture_path, make_context
 from conformance.subjects.faults import FAULTS, MEDIA_FAULTS, active, planted
 from conformance.subjects.impl import ImplSubject
 from fixtures.recipe import Recipe
-from fixtures.registry import available_recipes, get_recipe
+from fixtures.registry import available_recipes
+from fixtures.variants import get_recipe  # a proof may name a config variant (llava~last_layer)
 
 pytestmark = pytest.mark.vllm
 

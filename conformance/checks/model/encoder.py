@@ -146,5 +146,9 @@ CHECK = Check(
                        subject=VLLM_BACKEND, sub_property=HF_REF),
                  # one item's rows each one position late: the right rows, misplaced
                  Proof("backend-row-shifted", "llava", "backend image item 0: max abs",
-                       subject=VLLM_BACKEND),),
+                       subject=VLLM_BACKEND),
+                 # a config field's class default read instead of the checkpoint's value: the
+                 # config variant setting it (vision_feature_layer -1) encodes other features
+                 Proof("backend-config-default", "llava~last_layer",
+                       "backend image item 0: max abs", subject=VLLM_BACKEND),),
 )
