@@ -51,14 +51,29 @@ class ModelCache:
         return self.entries[key]
 
     def drop(self, kind: str | None = None, key: tuple | None = None) -> None:
-        """Forget entries (all, one kind, or one key). A collected engine tears down the
-        process's distributed state, which `ensure_distributed` sets up again on next use."""
+        """Forget entries (all, one kind, or one key), shutting their engines down now. An
+        engine's shutdown tears down the process's distributed state, which `ensure_distributed`
+        sets up again on next use; left to the garbage collector (an exception's traceback
+        keeps a failed engine alive, and vLLM's engine freezes the objects it was built among),
+        it ran at an arbitrary later point, in the middle of another fixture's model build
+        ('tensor model parallel group is not initialized': which cells a worker ran before
+        decided the verdict)."""
         import gc
 
         for k in [k for k in self.entries
                   if (kind is None or k[0] == kind) and (key is None or k == key)]:
-            del self.entries[k]
+            shut_down(self.entries.pop(k))
         gc.collect()
+
+
+def shut_down(entry: Any) -> None:
+    """Shut down the in-process engine of a cache entry (an `LLM`, or a model taken out of
+    one) once and now: its client's shutdown disarms the finalizer that would run it again."""
+    engine = entry if hasattr(entry, "llm_engine") else getattr(entry, "engine", None)
+    client = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
+    if client is not None and hasattr(client, "shutdown"):
+        with contextlib.suppress(Exception):  # a half-built engine: nothing more to release
+            client.shutdown()
 
 
 CACHE = ModelCache()
