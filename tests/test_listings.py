@@ -96,3 +96,16 @@ def test_findings_has_help_and_gate_explains_the_nearest_rule(capsys):
         assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "the newest not newer than it, else the oldest (5.23.0 with 5.20.2)" in text
+
+
+def test_every_fixture_has_its_row_in_the_fixtures_document():
+    """docs/fixtures.md's table lists every registered fixture (the pooling ones were missing
+    from it for a while: nothing compared the two)."""
+    import re
+
+    from conformance.paths import ROOT
+    from fixtures.registry import RECIPE_MODULES
+
+    text = (ROOT / "docs" / "fixtures.md").read_text()
+    rows = set(re.findall(r"^\| ([a-z0-9_]+) \|", text, re.MULTILINE))
+    assert not set(RECIPE_MODULES) - rows, sorted(set(RECIPE_MODULES) - rows)
