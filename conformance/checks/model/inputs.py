@@ -111,9 +111,6 @@ def vllm_embed(loaded: VllmModel, out: Any, device: str) -> dict[str, list]:
 def impl_embed(model: Any, out: Any, device: str) -> dict[str, list]:
     import impl.encoder
 
-    # once vLLM's backend has loaded a model, the HF model's classes hold vLLM's layers, which
-    # need the process group: an engine shut down before this cell leaves none
-    ensure_distributed()
     return embed(out, device, lambda **kwargs: impl.encoder.embed_multimodal(model, **kwargs))
 
 
