@@ -107,3 +107,15 @@ def test_the_probe_reads_transformers_and_vllms_registry():
     here = probe()
     if here["transformers"] in recorded:
         assert recorded[here["transformers"]] == here, "run `conformance coverage --write`"
+
+
+def test_an_attempt_is_shown_beside_its_planned_model_type_and_only_there(tmp_path):
+    probes = [{"transformers": "5.25.0", "candidates": [candidate("blip-2", "Blip2ForX")]}]
+    known = catalogue.Catalogue(frozenset({"blip-2"}), {},
+                                {"blip-2": "built: TransformersMultiModalForCausalLM"})
+    assert ("| blip-2 | Blip2ForX | native |  | planned; attempt: built: "
+            "TransformersMultiModalForCausalLM | ✓ |") in table(probes, {}, known)
+    path = tmp_path / "coverage.toml"
+    path.write_text('planned = []\n[attempted]\nx = "built"\n')
+    with pytest.raises(ValueError, match="attempted lists model types that are not planned: x"):
+        catalogue.load(path)

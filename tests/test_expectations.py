@@ -598,3 +598,17 @@ def test_evidence_for_one_fixture_claims_no_cell_of_another():
     assert finding.applies("cohere2_vision", "dummy-data", "5.12.1")
     assert not finding.applies("aya_vision", "dummy-data", "5.12.1")
     assert finding.applies("aya_vision", "processing", "5.12.1")
+
+
+def test_an_option_bound_to_one_fixture_binds_that_fixture_alone():
+    # a finding of several fixtures, each showing it under its own option
+    finding = expectations.Finding(
+        id="per-fixture-options", title="t", reason="r", fixtures=("aya_vision", "idefics3"),
+        evidence={"profiling": ("x",)},
+        options=("crop_to_patches@aya_vision", "do_image_splitting@idefics3"))
+    assert finding.applies("aya_vision", "profiling", "5.17.0", options=("crop_to_patches",))
+    assert not finding.applies("aya_vision", "profiling", "5.17.0",
+                               options=("do_image_splitting",))
+    assert finding.applies("idefics3", "profiling", "5.17.0", options=("do_image_splitting",))
+    assert not finding.applies("idefics3", "profiling", "5.17.0")  # never on the defaults
+    assert finding.option_names == ("crop_to_patches", "do_image_splitting")

@@ -33,6 +33,9 @@ class Outcome:
     measured: dict = field(default_factory=dict)
     more: tuple[str, ...] = ()  # the other differences, of other sub-properties
     exercised: frozenset[str] = frozenset()  # the check's sub-properties this case ran
+    # the processor options under which a checkpoint-level difference was found (a finding
+    # bound to options explains it only under them), by the difference
+    options: dict[str, tuple[tuple[str, object], ...]] = field(default_factory=dict)
 
     @property
     def differences(self) -> tuple[str, ...]:

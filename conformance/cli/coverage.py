@@ -81,6 +81,8 @@ def fixture_cell(model_type: str, architecture: str, fixtures: dict[str, list[st
     status = known.status(model_type)
     if status == catalogue.UNSERVABLE:
         return f"unservable: {known.unservable[model_type].reason}"
+    if status == catalogue.PLANNED and model_type in known.attempted:
+        return f"planned; attempt: {known.attempted[model_type]}"
     return status or "– (not in coverage.toml)"
 
 

@@ -33,7 +33,9 @@ class Finding:
     evidence: Mapping[str, tuple[str, ...]]
     versions: str = ""  # ">=5.15,<5.17"; "": every version
     subjects: tuple[str, ...] = ()  # empty: any
-    options: tuple[str, ...] = ()  # processor options the failing case must set
+    # processor options the failing case must set; "name@fixture": on that fixture only (a
+    # finding of several fixtures, each showing it under its own option)
+    options: tuple[str, ...] = ()
     whole_cell: str = ""  # why every check of the cell is meaningless (allows "*" unbounded)
     vllm: str = ""  # vLLM releases it concerns: ">=0.31.0,<0.32.0"; "": every release
     side: str = "backend"  # who deviates from transformers (SIDES)
@@ -70,11 +72,21 @@ class Finding:
             return False
         if subject and self.subjects and subject not in self.subjects:
             return False
-        if not set(self.options) <= set(options):
+        if not set(self.options_on(fixture)) <= set(options):
             return False
         if vllm is not None and not matches(vllm.split("@", 1)[0], self.vllm):
             return False
         return matches(version, self.versions)
+
+    def options_on(self, fixture: str) -> tuple[str, ...]:
+        """The options a failing case of `fixture` must set (`options`)."""
+        return tuple(dict.fromkeys(
+            name for name, _, only in (option.partition("@") for option in self.options)
+            if not only or only in _names(fixture)))
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(option.partition("@")[0] for option in self.options))
 
     def shown_by(self, check: str, observed: str, fixture: str | None = None) -> bool:
         """One of its evidence strings for the check (and for the cell's fixture: a finding

@@ -3,8 +3,10 @@
 The candidates are what `conformance coverage` probes: every generative multimodal model type of
 each default transformers version (`reports/coverage.json` holds the probes, rewritten by
 `conformance coverage --write`). Each one has a fixture (by its class) or an entry here:
-`planned` (nobody has built or tried it yet: the work list) or `unservable` (a real attempt
-failed: the reason, the message it failed with and the script that makes the attempt alone).
+`planned` (no fixture yet: the work list; `attempted` says, for those the generic attempt
+reached, how far it got: built through the backend, or stopped before it by what it could not
+make) or `unservable` (a real attempt failed: the reason, the message it failed with and the
+script that makes the attempt alone).
 `tests/test_coverage.py` fails on a candidate with neither, so coverage cannot fall behind a
 transformers release silently, and on an entry that a fixture or the probes made stale.
 """
@@ -15,7 +17,7 @@ import functools
 import json
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,8 @@ class Unservable:
 class Catalogue:
     planned: frozenset[str]
     unservable: Mapping[str, Unservable]
+    # planned model type -> what reports/confirm/coverage_attempt.py measured of it
+    attempted: Mapping[str, str] = field(default_factory=dict)
 
     def status(self, model_type: str) -> str | None:
         if model_type in self.unservable:
@@ -68,7 +72,11 @@ def load(path: Path = COVERAGE_FILE) -> Catalogue:
         if entry.model_type in unservable or entry.model_type in planned:
             raise ValueError(f"{path.name}: {entry.model_type} has two entries")
         unservable[entry.model_type] = entry
-    return Catalogue(frozenset(planned), unservable)
+    attempted = data.get("attempted", {})
+    if not_planned := sorted(set(attempted) - set(planned)):
+        raise ValueError(f"{path.name}: attempted lists model types that are not planned: "
+                         f"{', '.join(not_planned)}")
+    return Catalogue(frozenset(planned), unservable, attempted)
 
 
 def read_snapshot(path: Path = SNAPSHOT) -> list[dict[str, Any]]:

@@ -83,7 +83,9 @@ def _names(values: tuple[str, ...], every: str = "any") -> str:
 
 
 def _options(finding: Finding) -> str:
-    return ", ".join(finding.options) if finding.options else "none (the default options too)"
+    if not finding.options:
+        return "none (the default options too)"
+    return ", ".join(name.replace("@", " on ") for name in finding.options)
 
 
 def shown_on(finding: Finding, vllm: str) -> str:

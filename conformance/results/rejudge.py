@@ -57,7 +57,7 @@ def stored_differences(cell: dict) -> list[tuple[str, bool]]:
 
 
 def _option_sets(findings: Iterable[Finding]) -> list[tuple[str, ...]]:
-    names = sorted({option for finding in findings for option in finding.options})
+    names = sorted({option for finding in findings for option in finding.option_names})
     return [combo for n in range(len(names) + 1) for combo in itertools.combinations(names, n)]
 
 

@@ -107,6 +107,7 @@ def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str]
         return as_error(judge(key, [Failure(exception_text(error), error=True)],
                               exhaustive=False, seconds=time.monotonic() - started), error)
     # each difference judged on its own: a known one hides no other
-    failures = [Failure(difference) for difference in outcome.differences]
+    failures = [Failure(difference, outcome.options.get(difference, ()))
+                for difference in outcome.differences]
     return judge(key, failures, seconds=time.monotonic() - started, data=outcome.measured,
                  exhaustive=check.exhaustive if exhaustive is None else exhaustive)

@@ -315,6 +315,22 @@ def _backend_budget_one_short() -> list[Any]:
     return [mock.patch.object(info, "get_mm_max_tokens_per_item", short)]
 
 
+def _backend_budget_options_ignored() -> list[Any]:
+    """vLLM's backend sizes its image budget without the deployment's processor options
+    (`LLM(mm_processor_kwargs=...)`): the checkpoint's defaults alone."""
+    from vllm.model_executor.models.transformers import multimodal
+
+    info = multimodal.MultiModalProcessingInfo
+    original = info.get_max_image_tokens
+
+    def without_options(self: Any) -> int:
+        config = self.ctx.model_config.get_multimodal_config()
+        with mock.patch.object(config, "mm_processor_kwargs", None):
+            return original(self)
+
+    return [mock.patch.object(info, "get_max_image_tokens", without_options)]
+
+
 def _backend_dummy_options_dropped() -> list[Any]:
     """vLLM's backend builds its dummy items without the deployment's dummy options
     (`limit_mm_per_prompt={"image": {"width": 64, ...}}`): it profiles its largest item."""
@@ -614,6 +630,7 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
     "backend-disk-options-ignored": _backend_disk_options_ignored,
     "backend-cache-key-without-options": _backend_cache_key_without_options,
     "backend-budget-one-short": _backend_budget_one_short,
+    "backend-budget-options-ignored": _backend_budget_options_ignored,
     "backend-dummy-options-dropped": _backend_dummy_options_dropped,
     "backend-rows-per-token": _backend_rows_per_token,
     "backend-fields-one-modality": _backend_fields_one_modality,

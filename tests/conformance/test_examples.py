@@ -57,8 +57,8 @@ def test_each_example_is_a_case_of_its_fixture_and_names_its_findings(example):
         finding = expectations.get(finding_id)
         assert finding in suite_findings(), f"{finding_id}: no case-level evidence"
         assert covers(finding, case.fixture), f"{finding_id} does not cover {case.fixture}"
-        assert set(finding.options) <= set(example.options), \
-            f"{finding_id} needs the options {finding.options}"
+        assert set(finding.options_on(case.fixture)) <= set(example.options), \
+            f"{finding_id} needs the options {finding.options_on(case.fixture)}"
 
 
 def test_each_search_runs_the_examples_of_its_options():

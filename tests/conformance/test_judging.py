@@ -115,3 +115,32 @@ def test_evidence_holds_no_memory_address():
                       "mode=RGB size=16x16 at 0x7F78EFC0C550>]}")
     assert failure.evidence == ("Failed to apply XProcessor on data={'images': [<PIL.Image.Image "
                                 "image mode=RGB size=16x16>]}")
+
+
+def test_a_checkpoint_difference_found_under_options_is_judged_under_them(monkeypatch):
+    # a checkpoint-level check that tries option sets (profiling's option forms) says which
+    # difference came from which; a finding bound to an option explains it only under it
+    from conformance.checks.contract import Check, Outcome, Proof
+    from conformance.results.verdict import CellKey
+    from conformance.run.cell import run_checkpoint
+
+    bound = expectations.Finding(
+        id="planted-under-option", title="planted", reason="shown with the option only",
+        fixtures=("llava",), evidence={"profiling": ("budget differs",)}, options=("opt",))
+    findings = expectations.load()
+    monkeypatch.setattr(expectations, "load", lambda path=None: (*findings, bound))
+
+    def check_giving(options):
+        def run(recipe, path, **_):
+            outcome = Outcome.judged(["budget differs"], set())
+            outcome.options = {"budget differs": options}
+            return outcome
+        return Check(id="profiling", statement="", hint="", level="checkpoint", run=run,
+                     proof=Proof("none", "llava", ""))
+
+    key = CellKey("llava", "5.17.0", "vllm-backend", "profiling")
+    under = run_checkpoint(key, None, check_giving((("opt", True),)), lambda: "/nowhere")
+    assert under.status == "xfail" and under.finding == "planted-under-option", under.detail
+    assert "(with opt=True)" in under.detail
+    without = run_checkpoint(key, None, check_giving(()), lambda: "/nowhere")
+    assert without.status == "fail", without.detail
