@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Can vLLM's Transformers backend build a model type's model? (vLLM and transformers only)
+
+    python coverage_attempt.py MODEL_TYPE [MODEL_TYPE...]
+
+For each model type: transformers' default config of it (`AutoConfig.for_model`), naming its
+generative class (the image-text-to-text, multimodal-LM or sequence-to-sequence task's) as its
+architecture, written alone into a folder; then what vLLM does with that folder when told to
+use the Transformers backend:
+1. `config`: vLLM's `ModelConfig(model=FOLDER, model_impl="transformers")` (no tokenizer: the
+   attempt is about the model), which resolves the architecture to one of the backend's classes;
+2. `build`: that class built as an engine's worker builds it (one process, tensor parallel 1),
+   its parameters on the meta device (no memory for the weights: the default config's full
+   size), which runs the backend's own checks of the model (AutoModel.from_config, every layer
+   through transformers' attention interface, vLLM's layers in place of the HF ones).
+The control: transformers' own generative class built from the same config on the meta device
+(`hf_builds`): where it fails too, the default config says nothing about the backend.
+Prints one JSON line per model type: the stage reached ("built" when both steps pass), vLLM's
+class, and the error with the file and line of vLLM or transformers that raised it. A build
+that passes says the backend can build the model, not that it serves it: the processor and
+the weights are a fixture's to show.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import traceback
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
+def architecture(model_type: str) -> str | None:
+    from transformers.models.auto import modeling_auto as auto
+
+    for mapping in (auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+                    auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES,
+                    auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+                    auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES):
+        names = mapping.get(model_type)
+        if names:
+            return names if isinstance(names, str) else names[0]
+    return None
+
+
+def where(error: BaseException) -> str:
+    """The innermost frame of vLLM or transformers the error came through."""
+    frames = traceback.extract_tb(error.__traceback__)
+    for frame in reversed(frames):
+        for package in ("vllm", "transformers"):
+            marker = f"/{package}/"
+            if marker in frame.filename:
+                return f"{package}/{frame.filename.rsplit(marker, 1)[1]}:{frame.lineno}"
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+def message(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {' '.join(str(error).split())}"[:400]
+    cause = error.__cause__ or error.__context__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text += f" (from {type(cause).__name__}: {' '.join(str(cause).split())[:200]})"
+    return text
+
+
+SPECIAL = ["<unk>", "<s>", "</s>", "<pad>", "<image>", "<video>", "<audio>", "<|image_pad|>",
+           "<|video_pad|>", "<|audio_pad|>", "<|vision_start|>", "<|vision_end|>",
+           "<start_of_image>", "<end_of_image>", "<image_soft_token>", "<|image|>", "<|AUDIO|>",
+           "<|audio_bos|>", "<|audio_eos|>", "<fake_token_around_image>", "<global-img>",
+           "<row_1_col_1>", "[IMG]", "[IMG_BREAK]", "[IMG_END]", "<|begin_of_image|>",
+           "<|end_of_image|>", "<|placeholder|>", "<img>", "</img>", "<IMG_CONTEXT>"]
+
+
+def processor_files(model_type: str, folder: str) -> list[str]:
+    """The model type's processor as its classes' defaults make it, beside the config: its
+    image processor, feature extractor and video processor (each default-constructed), and a
+    word-level tokenizer holding the placeholder tokens processors use (every other word
+    unknown). What could not be made is left out: vLLM then reports what it lacks."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.models.auto import (
+        feature_extraction_auto,
+        image_processing_auto,
+        processing_auto,
+        video_processing_auto,
+    )
+
+    made = []
+    for mapping in (image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES,
+                    feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES,
+                    video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES):
+        names = mapping.get(model_type)
+        if isinstance(names, dict):  # {"torchvision": ..., "pil": ...} (5.x image processors)
+            names = list(names.values())
+        names = [names] if isinstance(names, str) else [n for n in (names or ()) if n]
+        for name in names:
+            try:
+                import transformers
+
+                getattr(transformers, name)().save_pretrained(folder)
+                made.append(name)
+                break
+            except Exception:  # noqa: BLE001 - a class that needs arguments or a backend
+                continue
+    vocab = {token: i for i, token in enumerate(SPECIAL + [f"w{i}" for i in range(200)])}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>",
+                                        bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                        extra_special_tokens=None)
+    tokenizer.save_pretrained(folder)
+    made.append("tokenizer")
+    name = processing_auto.PROCESSOR_MAPPING_NAMES.get(model_type)
+    if name:
+        try:
+            from transformers import AutoProcessor
+
+            AutoProcessor.from_pretrained(folder).save_pretrained(folder)
+            made.append(name)
+        except Exception as error:  # noqa: BLE001 - vLLM reports what it then lacks
+            made.append(f"{name}: {message(error)[:200]}")
+    return made
+
+
+def distributed() -> None:
+    """One process's groups, as an engine's single worker makes them (no model in the config
+    current at set-up, so the expert-parallel group is made too)."""
+    import torch
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import parallel_state
+
+    if parallel_state.model_parallel_is_initialized():
+        return
+    with set_current_vllm_config(VllmConfig()):
+        if not torch.distributed.is_initialized():
+            store = f"file://{tempfile.mkdtemp(prefix='attempt-dist-')}/store"
+            parallel_state.init_distributed_environment(1, 0, store, 0, "gloo")
+        parallel_state.initialize_model_parallel(1, 1)
+
+
+def attempt(model_type: str) -> dict:
+    import torch
+    import transformers
+    import vllm
+    from transformers import AutoConfig
+
+    out = {"model_type": model_type, "transformers": transformers.__version__,
+           "vllm": vllm.__version__, "stage": "config", "architecture": architecture(model_type)}
+    try:
+        config = AutoConfig.for_model(model_type)
+    except Exception as error:  # noqa: BLE001 - the reading is the result
+        out.update(stage="transformers-config", error=message(error), raised_in=where(error))
+        return out
+    config.architectures = [out["architecture"]]
+    folder = tempfile.mkdtemp(prefix=f"attempt-{model_type}-")
+    config.save_pretrained(folder)
+    out["processor_files"] = processor_files(model_type, folder)
+    out["hf_builds"] = hf_control(config)
+    try:
+        from vllm.config import (
+            DeviceConfig,
+            LoadConfig,
+            ModelConfig,
+            VllmConfig,
+            set_current_vllm_config,
+        )
+        from vllm.model_executor.model_loader.utils import get_model_architecture
+
+        model_config = ModelConfig(model=folder, model_impl="transformers",
+                                   dtype="bfloat16", enforce_eager=True)
+        model_class, arch = get_model_architecture(model_config)
+        out["vllm_class"] = model_class.__name__
+        out["stage"] = "build"
+        vllm_config = VllmConfig(model_config=model_config,
+                                 device_config=DeviceConfig(device="cpu"),
+                                 load_config=LoadConfig(load_format="dummy"))
+        distributed()
+        with set_current_vllm_config(vllm_config), torch.device("meta"):
+            try:
+                model_class(vllm_config=vllm_config, prefix="")
+            except AttributeError as masked:
+                if "_pre_trained_model_classes" not in str(masked):
+                    raise
+                out["masked"] = message(masked)
+                # torch's Module.__getattr__ answers an AttributeError raised inside the
+                # backend's cached property with its own message: built again with the
+                # property's own error unmasked
+                unmasked(model_class)(vllm_config=vllm_config, prefix="")
+        out["stage"] = "built"
+    except Exception as error:  # noqa: BLE001
+        origin = error.__cause__ if str(error).startswith("(unmasked)") else error
+        out.update(error=message(origin if origin is not error else error),
+                   raised_in=where(origin or error))
+    return out
+
+
+def hf_control(config) -> str:  # noqa: ANN001
+    """The control: transformers' own generative class built from the same config, on the meta
+    device. "yes", or the error: a config that transformers itself cannot build makes the
+    attempt say nothing about the backend."""
+    import torch
+    import transformers
+
+    try:
+        with torch.device("meta"):
+            getattr(transformers, config.architectures[0])._from_config(config)
+        return "yes"
+    except Exception as error:  # noqa: BLE001
+        return f"no: {message(error)[:300]} ({where(error)})"
+
+
+def unmasked(model_class: type) -> type:
+    inner = model_class._pre_trained_model_classes.func
+
+    def classes(self):  # noqa: ANN001, ANN202
+        if "_classes" not in self.__dict__:
+            try:
+                self.__dict__["_classes"] = inner(self)
+            except AttributeError as error:
+                raise RuntimeError(f"(unmasked) {message(error)}") from error
+        return self.__dict__["_classes"]
+
+    return type(model_class.__name__, (model_class,),
+                {"_pre_trained_model_classes": property(classes)})
+
+
+if __name__ == "__main__":
+    import faulthandler
+
+    for name in sys.argv[1:]:
+        # a hang is reported (its stack, on stderr), not waited on; the next ones are lost
+        faulthandler.dump_traceback_later(180, exit=True)
+        print(json.dumps(attempt(name)), flush=True)
