@@ -23,6 +23,7 @@ the weights are a fixture's to show.
 
 import json
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -62,19 +63,35 @@ def message(error: BaseException) -> str:
     return text
 
 
-SPECIAL = ["<unk>", "<s>", "</s>", "<pad>", "<image>", "<video>", "<audio>", "<|image_pad|>",
-           "<|video_pad|>", "<|audio_pad|>", "<|vision_start|>", "<|vision_end|>",
-           "<start_of_image>", "<end_of_image>", "<image_soft_token>", "<|image|>", "<|AUDIO|>",
-           "<|audio_bos|>", "<|audio_eos|>", "<fake_token_around_image>", "<global-img>",
-           "<row_1_col_1>", "[IMG]", "[IMG_BREAK]", "[IMG_END]", "<|begin_of_image|>",
-           "<|end_of_image|>", "<|placeholder|>", "<img>", "</img>", "<IMG_CONTEXT>"]
+# The named special tokens processors read off their tokenizer (`tokenizer.image_token`,
+# `tokenizer.boi_token_id`, ...), each a word of the attempt's tokenizer
+NAMED = {"image_token": "<image>", "video_token": "<video>", "audio_token": "<audio>",
+         "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+         "image_start_token": "<image_start>", "image_end_token": "<image_end>",
+         "start_image_token": "<img>", "end_image_token": "</img>",
+         "image_context_token": "<IMG_CONTEXT>", "audio_bos_token": "<|audio_bos|>",
+         "audio_eos_token": "<|audio_eos|>", "vision_bos_token": "<|vision_start|>",
+         "vision_eos_token": "<|vision_end|>", "begin_of_audio_token": "<begin_of_audio>",
+         "end_of_audio_token": "<end_of_audio>", "image_break_token": "[IMG_BREAK]",
+         "image_end_token_id_token": "[IMG_END]", "fake_image_token": "<fake_token_around_image>",
+         "global_image_token": "<global-img>", "boa_token": "<start_of_audio>",
+         "eoa_token": "<end_of_audio>", "slice_start_token": "<slice>",
+         "slice_end_token": "</slice>", "video_start_token": "<video_start>",
+         "video_end_token": "<video_end>", "context_image_token": "<context_image>",
+         "unk_image_token": "<unk_image>", "im_start_token": "<im_start>",
+         "im_end_token": "<im_end>"}
+SPECIAL = ["<unk>", "<s>", "</s>", "<pad>", "<|image_pad|>", "<|video_pad|>", "<|audio_pad|>",
+           "<image_soft_token>", "<|image|>", "<|AUDIO|>", "<row_1_col_1>", "[IMG]",
+           "<|begin_of_image|>", "<|end_of_image|>", "<|placeholder|>",
+           *dict.fromkeys(NAMED.values())]
 
 
 def processor_files(model_type: str, folder: str) -> list[str]:
     """The model type's processor as its classes' defaults make it, beside the config: its
     image processor, feature extractor and video processor (each default-constructed), and a
-    word-level tokenizer holding the placeholder tokens processors use (every other word
-    unknown). What could not be made is left out: vLLM then reports what it lacks."""
+    word-level tokenizer holding the placeholder tokens processors use, the named ones as its
+    named special tokens (every other word unknown). What could not be made is left out: vLLM
+    then reports what it lacks."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     from transformers.models.auto import (
@@ -101,23 +118,35 @@ def processor_files(model_type: str, folder: str) -> list[str]:
                 break
             except Exception:  # noqa: BLE001 - a class that needs arguments or a backend
                 continue
-    vocab = {token: i for i, token in enumerate(SPECIAL + [f"w{i}" for i in range(200)])}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>",
-                                        bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                        extra_special_tokens=None)
-    tokenizer.save_pretrained(folder)
-    made.append("tokenizer")
+    named = dict(NAMED)
     name = processing_auto.PROCESSOR_MAPPING_NAMES.get(model_type)
-    if name:
+    for _ in range(8):  # a processor asking its tokenizer for a named token it lacks gets it
+        tokens = SPECIAL + [t for t in named.values() if t not in SPECIAL]
+        vocab = {token: i for i, token in enumerate(tokens + [f"w{i}" for i in range(200)])}
+        core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+        core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>",
+                                            bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                            extra_special_tokens=named)
+        tokenizer.save_pretrained(folder)
+        if not name:
+            break
         try:
             from transformers import AutoProcessor
 
             AutoProcessor.from_pretrained(folder).save_pretrained(folder)
-            made.append(name)
+            made += ["tokenizer", name]
+            return made
+        except AttributeError as error:
+            lacking = re.search(r"has no attribute (\w+_token)$", str(error))
+            if lacking is None:
+                made += ["tokenizer", f"{name}: {message(error)[:200]}"]
+                return made
+            named[lacking.group(1)] = f"<{lacking.group(1)}>"
         except Exception as error:  # noqa: BLE001 - vLLM reports what it then lacks
-            made.append(f"{name}: {message(error)[:200]}")
+            made += ["tokenizer", f"{name}: {message(error)[:200]}"]
+            return made
+    made.append("tokenizer")
     return made
 
 
@@ -154,7 +183,7 @@ def attempt(model_type: str) -> dict:
     folder = tempfile.mkdtemp(prefix=f"attempt-{model_type}-")
     config.save_pretrained(folder)
     out["processor_files"] = processor_files(model_type, folder)
-    out["hf_builds"] = hf_control(config)
+    out["hf_builds"] = hf_control(folder)
     try:
         from vllm.config import (
             DeviceConfig,
@@ -193,14 +222,25 @@ def attempt(model_type: str) -> dict:
     return out
 
 
-def hf_control(config) -> str:  # noqa: ANN001
+def hf_control(folder: str) -> str:
     """The control: transformers' own generative class built from the same config, on the meta
-    device. "yes", or the error: a config that transformers itself cannot build makes the
-    attempt say nothing about the backend."""
+    device, in a process of its own (one that never imported vLLM, whose custom ops some
+    transformers modules pick up once it is). "yes", or the error: a config that transformers
+    itself cannot build makes the attempt say nothing about the backend."""
+    import subprocess
+
+    got = subprocess.run([sys.executable, __file__, "--control", folder], capture_output=True,
+                         text=True, timeout=600)
+    return (got.stdout.strip().splitlines() or [f"no: exit {got.returncode}: "
+                                                f"{got.stderr.strip()[-200:]}"])[-1]
+
+
+def control(folder: str) -> str:
     import torch
     import transformers
 
     try:
+        config = transformers.AutoConfig.from_pretrained(folder)
         with torch.device("meta"):
             getattr(transformers, config.architectures[0])._from_config(config)
         return "yes"
@@ -226,6 +266,9 @@ def unmasked(model_class: type) -> type:
 if __name__ == "__main__":
     import faulthandler
 
+    if sys.argv[1] == "--control":
+        print(control(sys.argv[2]))
+        sys.exit(0)
     for name in sys.argv[1:]:
         # a hang is reported (its stack, on stderr), not waited on; the next ones are lost
         faulthandler.dump_traceback_later(180, exit=True)
