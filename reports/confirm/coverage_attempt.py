@@ -21,6 +21,7 @@ that passes says the backend can build the model, not that it serves it: the pro
 the weights are a fixture's to show.
 """
 
+import inspect
 import json
 import os
 import re
@@ -92,6 +93,7 @@ def processor_files(model_type: str, folder: str) -> list[str]:
     word-level tokenizer holding the placeholder tokens processors use, the named ones as its
     named special tokens (every other word unknown). What could not be made is left out: vLLM
     then reports what it lacks."""
+    import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     from transformers.models.auto import (
@@ -101,25 +103,32 @@ def processor_files(model_type: str, folder: str) -> list[str]:
         video_processing_auto,
     )
 
-    made = []
-    for mapping in (image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES,
-                    feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES,
-                    video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES):
-        names = mapping.get(model_type)
+    made, parts = [], {}
+    # a thinker (the text half of an omni model) takes its parent model type's processor
+    owner = model_type if model_type in processing_auto.PROCESSOR_MAPPING_NAMES else \
+        model_type.removesuffix("_thinker")
+    for part, mapping in (("image_processor", image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES),
+                          ("feature_extractor",
+                           feature_extraction_auto.FEATURE_EXTRACTOR_MAPPING_NAMES),
+                          ("video_processor", video_processing_auto.VIDEO_PROCESSOR_MAPPING_NAMES)):
+        names = mapping.get(model_type) or mapping.get(owner)
         if isinstance(names, dict):  # {"torchvision": ..., "pil": ...} (5.x image processors)
             names = list(names.values())
         names = [names] if isinstance(names, str) else [n for n in (names or ()) if n]
         for name in names:
             try:
-                import transformers
-
-                getattr(transformers, name)().save_pretrained(folder)
+                parts[part] = getattr(transformers, name)()
                 made.append(name)
                 break
             except Exception:  # noqa: BLE001 - a class that needs arguments or a backend
                 continue
+    # each alone as well (a checkpoint's flat preprocessor_config.json), then the processor
+    # from its parts below (its nested processor_config.json: an image processor and a feature
+    # extractor both write preprocessor_config.json, so alone the last one would win)
+    for part in parts.values():
+        part.save_pretrained(folder)
     named = dict(NAMED)
-    name = processing_auto.PROCESSOR_MAPPING_NAMES.get(model_type)
+    name = processing_auto.PROCESSOR_MAPPING_NAMES.get(owner)
     for _ in range(8):  # a processor asking its tokenizer for a named token it lacks gets it
         tokens = SPECIAL + [t for t in named.values() if t not in SPECIAL]
         vocab = {token: i for i, token in enumerate(tokens + [f"w{i}" for i in range(200)])}
@@ -134,7 +143,14 @@ def processor_files(model_type: str, folder: str) -> list[str]:
         try:
             from transformers import AutoProcessor
 
-            AutoProcessor.from_pretrained(folder).save_pretrained(folder)
+            try:
+                processor = AutoProcessor.from_pretrained(folder)
+            except (OSError, ValueError):  # the parts were not found by their files alone
+                cls = getattr(transformers, name)
+                given = inspect.signature(cls.__init__).parameters
+                processor = cls(tokenizer=tokenizer,
+                                **{k: v for k, v in parts.items() if k in given})
+            processor.save_pretrained(folder)
             made += ["tokenizer", name]
             return made
         except AttributeError as error:
