@@ -18,6 +18,7 @@ from typing import Any
 
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import error_text
+from conformance.checks.option_forms import FORMS
 from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.cases import Case
 from conformance.inputs.forms import (
@@ -52,7 +53,6 @@ def probes(modality: str, rate: int) -> tuple[Media, ...]:
 # The forms a deployment sizes its budget with: a request's own options (flat or scoped) reach
 # its processing only, after vLLM profiled with the deployment's
 BUDGET_FORMS = (MODEL_FLAT, MODEL_SCOPED, DISK)
-FORMS = "option forms"
 
 
 def budget(path: str, impl: str, modality: str, options: vllm.Options = ()) -> int | None:
