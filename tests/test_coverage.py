@@ -38,11 +38,11 @@ def test_the_table_marks_each_model_type_per_version_with_its_fixture():
 # --- the catalogue: every candidate of every default version has a fixture or a word ----------
 
 
-def test_the_recorded_probes_are_the_default_versions():
-    from conformance.run.versions import DEFAULT_VERSIONS
+def test_the_recorded_probes_are_the_full_matrix_versions():
+    from conformance.run.versions import FULL_VERSIONS
 
-    # a version joining the default matrix brings its architectures: `coverage --write`
-    assert [p["transformers"] for p in catalogue.read_snapshot()] == list(DEFAULT_VERSIONS)
+    # a version joining the matrix brings its architectures: `coverage --write`
+    assert [p["transformers"] for p in catalogue.read_snapshot()] == list(FULL_VERSIONS)
 
 
 def test_every_candidate_has_a_fixture_or_an_entry_and_no_entry_is_stale():

@@ -23,15 +23,15 @@ def test_one_parser_orders_releases_and_dev_builds_as_the_backend_does():
     [("5.12.1", "legacy", True), ("5.14.1", "legacy", True), ("5.15.1", "offsets", True),
      ("5.17.0", "offsets", True), ("5.20.2", "offsets", False), ("5.25.0", "offsets", False)],
 )
-def test_default_versions_cover_both_strategies_and_the_window(version, strategy, inside):
-    assert version in versions.DEFAULT_VERSIONS
+def test_full_versions_cover_both_strategies_and_the_window(version, strategy, inside):
+    assert version in versions.FULL_VERSIONS
     assert placeholder_strategy(version) == strategy
     assert versions.in_vllm_window(version) is inside
 
 
-def test_every_default_version_is_pinned_in_the_overlay_lock():
+def test_every_full_matrix_version_is_pinned_in_the_overlay_lock():
     table = versions._read_locked_overlays()
-    for version in versions.DEFAULT_VERSIONS:
+    for version in versions.FULL_VERSIONS:
         if version != versions.ENV_VERSION:
             assert f"transformers=={version}" in table[version]
 
@@ -160,6 +160,21 @@ def test_a_malformed_version_is_refused_by_the_one_parser(text, error):
     assert str(refused.value) == error
     assert versions.requested_versions("5.24.0, 5.15.0rc1") == ("5.24.0", "5.15.0rc1")
     assert versions.requested_versions("") == versions.DEFAULT_VERSIONS
+    assert versions.requested_versions("full") == versions.FULL_VERSIONS
+
+
+def test_the_main_job_runs_each_vllm_on_its_window_and_the_candidate():
+    """The default columns (docs/performance.md): the Legacy path stays (5.14.1), 5.12.1 is
+    the full matrix's alone, vLLM 0.31.0 leaves 0.33.0's pin top to 0.33.0, and every vLLM runs
+    the newest version (the gate's candidate)."""
+    assert versions.DEFAULT_VERSIONS == versions.FULL_VERSIONS[1:]
+    assert "5.14.1" in versions.DEFAULT_VERSIONS and "5.12.1" not in versions.DEFAULT_VERSIONS
+    columns = {(v, t) for v in ("0.31.0", "0.33.0") for t in versions.DEFAULT_VERSIONS
+               if versions.default_column(v, t)}
+    assert columns == {("0.31.0", "5.14.1"), ("0.31.0", "5.15.1"), ("0.31.0", "5.17.0"),
+                       ("0.31.0", "5.25.0"), ("0.33.0", "5.17.0"), ("0.33.0", "5.20.2"),
+                       ("0.33.0", "5.25.0")}
+    assert versions.default_column("0.31.0", "5.14.1", ("5.14.1",))  # the newest asked for
 
 
 @pytest.mark.parametrize("command", [

@@ -23,7 +23,7 @@ from conformance.cli.results import (
 )
 from conformance.cli.run import cmd_run
 from conformance.paths import REPORTS_DIR
-from conformance.run.versions import DEFAULT_VERSIONS
+from conformance.run.versions import DEFAULT_VERSIONS, FULL_VERSIONS
 
 __all__ = ["BASELINE", "build_parser", "main"]
 
@@ -39,8 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "variant by its name, e.g. llava~full (docs/fixtures.md)")
     run.add_argument("--variants", action="store_true", help="add every config variant of the "
                      "fixtures run (fixture~variant rows: docs/fixtures.md); not by default")
-    run.add_argument("--versions", help="comma-separated transformers versions (default: "
-                     f"{','.join(DEFAULT_VERSIONS)})")
+    run.add_argument("--versions", help="comma-separated transformers versions, or `full` "
+                     f"({','.join(FULL_VERSIONS)} on every vLLM: the nightly's); default: "
+                     f"{','.join(DEFAULT_VERSIONS)}, each vLLM on those of its own window "
+                     "and the newest (docs/versions.md)")
     run.add_argument("--vllm", help="comma-separated vLLMs under test: releases (each in its "
                      "own environment, built on demand) or folders holding a vllm package (a "
                      "source checkout, an unpacked wheel: first on the path of the release of "
@@ -129,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "`newest`: the newest release that installs (the weekly gate's); "
                          "`vllm-facts`: what each vLLM release's metadata and registry say")
     ver.add_argument("action", choices=("list", "install", "lock", "newest", "vllm-facts"))
-    ver.add_argument("--versions", help="comma-separated versions (default: the matrix; for "
+    ver.add_argument("--versions", help="comma-separated versions (default: the full matrix; for "
                      "`newest`, every stable release on the package index)")
     ver.add_argument("--vllm", default="0.31.0", help="the vLLM release whose environment the "
                      "overlays go over (default: 0.31.0)")

@@ -8,7 +8,7 @@ import argparse
 from conformance.cli.common import BASELINE, csv, fail
 from conformance.core.subjects import IMPL, VLLM_BACKEND
 from conformance.results.verdict import Verdict
-from conformance.run.versions import DEFAULT_VERSIONS
+from conformance.run.versions import FULL_VERSIONS
 
 
 def add_arguments(bis: argparse.ArgumentParser) -> None:
@@ -21,9 +21,9 @@ def add_arguments(bis: argparse.ArgumentParser) -> None:
                      "cell goes bad")
     bis.add_argument("--good", help="a release where the cell is good; with --finding, the "
                      f"oldest end of the search (default: the matrix's oldest, "
-                     f"{DEFAULT_VERSIONS[0]})")
+                     f"{FULL_VERSIONS[0]})")
     bis.add_argument("--bad", help="a release where the cell is bad; with --finding, the newest "
-                     f"end (default: the matrix's newest, {DEFAULT_VERSIONS[-1]})")
+                     f"end (default: the full matrix's newest, {FULL_VERSIONS[-1]})")
     bis.add_argument("--versions", help="comma-separated releases to search (default: every "
                      "stable release between --good and --bad on the package index)")
     bis.add_argument("--vllm", help="the vLLM under test, fixed while transformers moves: a "
@@ -91,7 +91,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         except KeyError:
             return fail(f"no finding {args.finding!r} in conformance/expectations/findings.toml "
                         "(`conformance known` lists them)")
-        ends = given or DEFAULT_VERSIONS  # the releases given, else the matrix's range
+        ends = given or FULL_VERSIONS  # the releases given, else the matrix's range
         good, bad = good or ends[0], bad or ends[-1]
         cells = chosen_cells(finding, args)
         if not cells and not (args.arch and args.check):

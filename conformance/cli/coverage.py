@@ -110,10 +110,10 @@ def table_doc(probes: list[dict[str, Any]], lines: list[str]) -> str:
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
-    from conformance.run.versions import DEFAULT_VERSIONS
+    from conformance.run.versions import FULL_VERSIONS
 
-    requested = args.versions.split(",") if args.versions else list(DEFAULT_VERSIONS)
-    if args.write and requested != list(DEFAULT_VERSIONS):
+    requested = args.versions.split(",") if args.versions else list(FULL_VERSIONS)
+    if args.write and requested != list(FULL_VERSIONS):
         return fail("--write records the default versions' probes: leave out --versions")
     if args.snapshot and args.versions:
         return fail("--snapshot reads the recorded probes of the default versions: "

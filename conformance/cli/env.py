@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from conformance.cli.common import csv, fail
 from conformance.paths import ROOT
-from conformance.run.versions import DEFAULT_VERSIONS, in_vllm_window
+from conformance.run.versions import FULL_VERSIONS, in_vllm_window
 from impl.version import parse_version
 
 if TYPE_CHECKING:
@@ -74,12 +74,12 @@ def cmd_versions(args: argparse.Namespace) -> int:
         print(newest)
         return 0
     if args.action == "lock":
-        chosen = csv(args.versions) or DEFAULT_VERSIONS
+        chosen = csv(args.versions) or FULL_VERSIONS
         # below a release's window a version is n/a there: nothing to pin for it
         runnable = tuple(v for v in chosen if not unsupported(vllm, v))
         print(f"wrote {versions.write_overlay_lock(runnable, vllm)}")
         return 0
-    for version in versions.requested_versions(args.versions):
+    for version in versions.requested_versions(args.versions, default=FULL_VERSIONS):
         if args.action == "install":
             started = time.monotonic()
             overlay = versions.ensure_overlay(version, vllm=vllm)

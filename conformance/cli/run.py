@@ -14,7 +14,12 @@ from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
 from conformance.results.verdict import BAD, CellKey, Verdict
 from conformance.run.session import Session
-from conformance.run.versions import ENV_VERSION, requested_versions, resolve_up_front
+from conformance.run.versions import (
+    ENV_VERSION,
+    default_column,
+    requested_versions,
+    resolve_up_front,
+)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -64,6 +69,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.jobs is None:
         args.jobs = default_jobs(args.device)
     cells = expand_cells(fixtures, versions, subjects, checks, vllms=under_test)
+    if not args.versions:  # the main job: each vLLM on its own window and the candidate
+        cells = [c for c in cells if default_column(c.vllm, c.version, versions)]
     if args.shard:
         index, _, count = args.shard.partition("/")
         cells = shard(cells, int(index), int(count))

@@ -32,9 +32,20 @@ from impl.version import in_range, parse_version
 ENV_VERSION = "5.17.0"
 """The transformers version installed in the environment itself (vLLM 0.31.0's pin top)."""
 
-DEFAULT_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.25.0")
-"""The matrix: two Legacy-path versions, two inside vLLM's window, two upgrade candidates
-(the newest release the team has confirmed; 5.24.0 until 2026-12-03, its cells in git history)."""
+FULL_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.25.0")
+"""The full matrix (`--versions full`, the nightly): two Legacy-path versions, two inside vLLM
+0.31.0's window, vLLM 0.33.0's pin top and the upgrade candidate (the newest release the team
+has confirmed; 5.24.0 until 2026-12-03, its cells in git history). Every vLLM under test runs
+every one of them (below a release's window a cell is `n/a`)."""
+
+DEFAULT_VERSIONS: tuple[str, ...] = FULL_VERSIONS[1:]
+"""The main job's versions: the full matrix but 5.12.1, the oldest Legacy-path release (5.14.1
+keeps the Legacy path, with audio, which 5.12.1 refuses). Within them each vLLM runs the
+versions of its own window and the candidate (`default_column`). Why the main job drops what it
+drops, and what that costs: docs/performance.md."""
+
+FULL = "full"
+"""`--versions full`: every version of FULL_VERSIONS on every vLLM under test."""
 
 OVERLAY_PACKAGES = ("transformers", "tokenizers", "huggingface-hub")
 OVERLAY_LOCK = ENV_DIR / "transformers-overlays.lock"
@@ -60,9 +71,26 @@ def requested_version(text: str) -> str:
 
 def requested_versions(text: str | None, default: tuple[str, ...] = DEFAULT_VERSIONS
                        ) -> tuple[str, ...]:
-    """A comma-separated `--versions` (empty: `default`), each checked by `requested_version`."""
+    """A comma-separated `--versions` (empty: `default`; `full`: FULL_VERSIONS), each checked by
+    `requested_version`."""
+    if (text or "").strip() == FULL:
+        return FULL_VERSIONS
     given = tuple(part for part in (text or "").split(",") if part.strip())
     return tuple(requested_version(part) for part in given) or default
+
+
+def default_column(vllm: str, version: str, versions: tuple[str, ...] = DEFAULT_VERSIONS
+                   ) -> bool:
+    """Whether the main job runs `version` under the vLLM labelled `vllm`: a version inside the
+    release's own transformers window, or the newest of `versions` (the upgrade candidate, the
+    gate's point). vLLM 0.31.0 is not run on 0.33.0's pin top (5.20.2): no one raises an old
+    release's pin, and 0.33.0 runs it. A vLLM whose window is unknown (a folder, another
+    environment) runs every version."""
+    from conformance.core.vllms import facts_of
+
+    facts = facts_of(vllm)
+    return (facts is None or version == max(versions, key=parse_version)
+            or in_range(version, *facts.window))
 
 
 def in_vllm_window(version: str, vllm: str = DEFAULT_VLLM) -> bool:
@@ -204,7 +232,7 @@ def _read_locked_overlays(vllm: str = DEFAULT_VLLM) -> dict[str, tuple[str, ...]
     return table
 
 
-def write_overlay_lock(versions: tuple[str, ...] = DEFAULT_VERSIONS,
+def write_overlay_lock(versions: tuple[str, ...] = FULL_VERSIONS,
                        vllm: str = DEFAULT_VLLM) -> Path:
     home = where(vllm)
     assert isinstance(home, Release), "only a release's overlays are locked"
