@@ -13,6 +13,8 @@
   order 2, 1, 2;
 - matrix (on request): the full default matrix through the main job, or `--from-run DIR`
   (target <= 20 min);
+- matrix-rest (on request): the full matrix's columns the main job leaves out (transformers
+  5.12.1, vLLM 0.31.0 on 5.20.2), measured apart, or `--from-run DIR`;
 - tests (on request): the README's test command, warm (target <= 5 min);
 - switch: switching transformers versions (a fresh overlay) against building a new
   environment with that version (target: ratio <= 0.1 and <= 20 s);
@@ -237,7 +239,13 @@ def bench_jobs_matrix() -> dict:
                          warm=["--checks", "model"])
 
 
-def bench_matrix(from_run: str | None = None) -> dict:
+# The columns of the full matrix that the main job leaves out (conformance.run.versions:
+# FULL_VERSIONS, default_column): 5.12.1, and vLLM 0.31.0 on 0.33.0's pin top.
+MATRIX_REST = ["--versions", "5.12.1,5.20.2", "--vllm", "0.31.0"]
+
+
+def bench_matrix(from_run: str | None = None, args: tuple[str, ...] = (),
+                 what: str = "default matrix") -> dict:
     """The full default matrix through the main job (default jobs), or a finished run of it
     (`--from-run DIR`, e.g. the README's main-job command on a fresh clone): wall minutes."""
     if from_run:
@@ -246,13 +254,23 @@ def bench_matrix(from_run: str | None = None) -> dict:
         source = "a finished `conformance run` (its meta.seconds)"
     else:
         with tempfile.TemporaryDirectory() as folder:
-            seconds, cells = _run_matrix([], folder)
-        source = "conformance run (default matrix, default jobs)"
+            seconds, cells = _run_matrix(list(args), folder)
+        source = f"conformance run {' '.join(args)} ({what}, default jobs)".replace("  ", " ")
     counts: dict[str, int] = {}
     for cell in cells:
         counts[cell["status"]] = counts.get(cell["status"], 0) + 1
     return {"cells": len(cells), "minutes": round(seconds / 60, 1), "statuses": counts,
+            "cell_seconds": round(sum(c.get("seconds") or 0 for c in cells)),
             "source": source, "target_minutes": 20}
+
+
+def bench_matrix_rest(from_run: str | None = None) -> dict:
+    """What the main job leaves out of the full matrix (`MATRIX_REST`), measured apart: the
+    nightly's `--versions full` costs the main job plus about this."""
+    found = bench_matrix(from_run, tuple(MATRIX_REST), "the full matrix's columns the main "
+                         "job leaves out")
+    found.pop("target_minutes")
+    return found
 
 
 TIER_LINE = re.compile(r"^\[bootstrap\] (.+ tier): [^:]*: exit (\d+) after (\d+) s$")
@@ -379,6 +397,7 @@ BENCHES = {
     "jobs": bench_jobs,
     "jobs-matrix": bench_jobs_matrix,
     "matrix": bench_matrix,
+    "matrix-rest": bench_matrix_rest,
     "tests": bench_tests,
     "switch": bench_switch,
     "vllm-approach": bench_vllm_approach,
@@ -391,10 +410,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated benchmarks (default: all but mutation)")
     parser.add_argument("--output", default=str(ROOT / "reports" / "bench.json"))
-    parser.add_argument("--from-run", help="matrix: take a finished default-matrix run folder")
+    parser.add_argument("--from-run", help="matrix, matrix-rest: take a finished run folder of it")
     args = parser.parse_args()
     # the full matrix and the test command take minutes each: on request only
-    default = [b for b in BENCHES if b not in ("matrix", "jobs-matrix", "tests", "mutation")]
+    default = [b for b in BENCHES
+               if b not in ("matrix", "matrix-rest", "jobs-matrix", "tests", "mutation")]
     chosen = [b for b in (args.only.split(",") if args.only else default) if b]
     if unknown := [b for b in chosen if b not in BENCHES]:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)} (known: {', '.join(BENCHES)})")
@@ -402,7 +422,7 @@ def main() -> int:
     results = json.loads(path.read_text()) if path.exists() else {}
     for name in chosen:
         started = time.perf_counter()
-        results[name] = (BENCHES[name](args.from_run) if name == "matrix"
+        results[name] = (BENCHES[name](args.from_run) if name.startswith("matrix")
                          else BENCHES[name]())
         results[name]["measured"] = time.strftime("%Y-%m-%d")
         print(f"{name} ({time.perf_counter() - started:.0f} s): {json.dumps(results[name])}",
