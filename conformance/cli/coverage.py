@@ -114,7 +114,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
     requested = args.versions.split(",") if args.versions else list(FULL_VERSIONS)
     if args.write and requested != list(FULL_VERSIONS):
-        return fail("--write records the default versions' probes: leave out --versions")
+        return fail("--write records the full matrix's probes: leave out --versions")
     if args.snapshot and args.versions:
         return fail("--snapshot reads the recorded probes of the default versions: "
                     "leave out --versions")
@@ -155,11 +155,11 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--versions", help="comma-separated transformers versions (default: "
-                        "the default matrix's)")
+                        "the full matrix's, 5.12.1 too)")
     parser.add_argument("--json", action="store_true", help="every probe, as JSON")
     parser.add_argument("--snapshot", action="store_true", help="the recorded probes "
                         "(reports/coverage.json) instead of probing each version")
-    parser.add_argument("--write", action="store_true", help="keep the default versions' "
+    parser.add_argument("--write", action="store_true", help="keep the full matrix's "
                         "probes in reports/coverage.json and the table in docs/coverage.md")
 
 

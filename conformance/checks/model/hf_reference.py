@@ -86,6 +86,9 @@ def language_model_inputs(model: Any) -> Iterator[list[dict[str, Any]]]:
     the class, calls `forward` directly and so skips module hooks."""
     seen: list[dict[str, Any]] = []
     decoder = model.get_decoder()
+    if decoder is model:  # transformers 5.12's Qwen2.5-Omni thinker answers with itself
+        decoder = next(m for m in (getattr(model, "language_model", None),
+                                   getattr(model, "model", None), model) if m is not None)
     forward = decoder.forward
 
     def recording(*args: Any, **kwargs: Any) -> Any:
