@@ -126,7 +126,8 @@ def main(path: str) -> None:
           MODEL_MAPPING_NAMES.get("qwen2_5_omni_thinker"),
           "| _get_num_multimodal_tokens:", hasattr(processor, "_get_num_multimodal_tokens"),
           "| Qwen2_5OmniProcessor defines replace_image_token / replace_audio_token:",
-          [name in vars(type(processor)) for name in ("replace_image_token", "replace_audio_token")],
+          [name in vars(type(processor))
+           for name in ("replace_image_token", "replace_audio_token")],
           "(else ProcessorMixin's, which its __call__ never reaches)")
     try:
         transformers.AutoModel.from_config(transformers.AutoConfig.from_pretrained(path))
@@ -166,7 +167,8 @@ def main(path: str) -> None:
           processor.feature_extractor.model_input_names)
     # 4. the image budget's probe
     count = processor._get_num_multimodal_tokens
-    print("4. num_image_tokens for 10000x10000:", count(image_sizes=[[10000, 10000]]).num_image_tokens,
+    print("4. num_image_tokens for 10000x10000:",
+          count(image_sizes=[[10000, 10000]]).num_image_tokens,
           "| 400x400:", count(image_sizes=[[400, 400]]).num_image_tokens,
           "| 400x51:", count(image_sizes=[[400, 51]]).num_image_tokens)
     # 3. one generation per prompt, each in a process of its own (a failed request ends the engine)
