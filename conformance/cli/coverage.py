@@ -1,6 +1,6 @@
 """`conformance coverage`: the generative multimodal architectures of each transformers version,
 what vLLM's registry does with each, and which of them have a fixture or, if none, why
-(`conformance/expectations/coverage.toml`). `--write` keeps the probes of the default versions
+(`conformance/expectations/coverage.toml`). `--write` keeps the probes of the full matrix's versions
 in `reports/coverage.json` and the table in docs/coverage.md."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     if args.write and requested != list(FULL_VERSIONS):
         return fail("--write records the full matrix's probes: leave out --versions")
     if args.snapshot and args.versions:
-        return fail("--snapshot reads the recorded probes of the default versions: "
+        return fail("--snapshot reads the recorded probes of the full matrix's versions: "
                     "leave out --versions")
     try:
         known = catalogue.load()

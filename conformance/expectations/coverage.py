@@ -24,7 +24,7 @@ from typing import Any
 from conformance.paths import REPORTS_DIR, ROOT
 
 COVERAGE_FILE = Path(__file__).resolve().parent / "coverage.toml"
-SNAPSHOT = REPORTS_DIR / "coverage.json"  # the probes of the default versions
+SNAPSHOT = REPORTS_DIR / "coverage.json"  # the probes of the full matrix's versions
 PLANNED, UNSERVABLE = "planned", "unservable"
 
 

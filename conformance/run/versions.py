@@ -4,7 +4,7 @@ The environment (`.venv`) holds transformers 5.17.0. Any other version is an *ov
 packages that differ for it (transformers, tokenizers, huggingface-hub) installed with
 `uv pip install --target DIR --no-deps`, put first on `PYTHONPATH` of the process that runs the
 cell. The packages each version needs are resolved against the environment's lock, pinned in
-`env/transformers-overlays.lock` for the default versions, and resolved on the fly for others.
+`env/transformers-overlays.lock` for the full matrix's versions, and resolved on the fly for others.
 
 A run resolves every version it names before any cell (`resolve_up_front`): a version the
 package index cannot give the environment is one line with the resolver's cause, not a column
