@@ -80,6 +80,16 @@ def test_a_malformed_entry_is_refused_in_one_line(entry, says, tmp_path):
         catalogue.load(path)
 
 
+def test_the_readme_architecture_table_is_current():
+    from conformance.cli.coverage import README, readme_table, readme_with
+
+    probes = catalogue.read_snapshot()
+    lines = readme_table(probes, fixtures_by_architecture(), catalogue.load())
+    assert README.read_text() == readme_with(README.read_text(), lines), \
+        "run `conformance coverage --snapshot --write`"
+    assert any("| qwen2_5_omni_thinker |" in line for line in lines)
+
+
 def test_the_coverage_document_is_current():
     probes = catalogue.read_snapshot()
     expected = table_doc(probes, table(probes, fixtures_by_architecture(), catalogue.load()))
