@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.core.vllm_facts import read_pins
-from conformance.core.vllms import DEFAULT_VLLM, Release, where
+from conformance.core.vllms import DEFAULT_VLLM, Release, facts_of, where
 from conformance.paths import ENV_DIR, cache_dir
 from fixtures.cache import building
 from impl.version import in_range, parse_version
@@ -86,8 +86,6 @@ def default_column(vllm: str, version: str, versions: tuple[str, ...] = DEFAULT_
     gate's point). vLLM 0.31.0 is not run on 0.33.0's pin top (5.20.2): no one raises an old
     release's pin, and 0.33.0 runs it. A vLLM whose window is unknown (a folder, another
     environment) runs every version."""
-    from conformance.core.vllms import facts_of
-
     facts = facts_of(vllm)
     return (facts is None or version == max(versions, key=parse_version)
             or in_range(version, *facts.window))
