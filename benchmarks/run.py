@@ -239,9 +239,16 @@ def bench_jobs_matrix() -> dict:
                          warm=["--checks", "model"])
 
 
-# The columns of the full matrix that the main job leaves out (conformance.run.versions:
-# FULL_VERSIONS, default_column): 5.12.1, and vLLM 0.31.0 on 0.33.0's pin top.
-MATRIX_REST = ["--versions", "5.12.1,5.20.2", "--vllm", "0.31.0"]
+def matrix_rest() -> list[str]:
+    """`conformance run` arguments for the full matrix's columns the main job leaves out, read
+    off the one decision (conformance.run.versions: FULL_VERSIONS, default_column): the default
+    vLLM's versions outside its main-job columns (5.12.1 and 0.33.0's pin top); the other
+    vLLM's are below its window."""
+    from conformance.core.vllms import DEFAULT_VLLM
+    from conformance.run.versions import FULL_VERSIONS, default_column
+
+    rest = [v for v in FULL_VERSIONS if not default_column(DEFAULT_VLLM, v)]
+    return ["--versions", ",".join(rest), "--vllm", DEFAULT_VLLM]
 
 
 def bench_matrix(from_run: str | None = None, args: tuple[str, ...] = (),
@@ -255,7 +262,7 @@ def bench_matrix(from_run: str | None = None, args: tuple[str, ...] = (),
     else:
         with tempfile.TemporaryDirectory() as folder:
             seconds, cells = _run_matrix(list(args), folder)
-        source = f"conformance run {' '.join(args)} ({what}, default jobs)".replace("  ", " ")
+        source = f"{' '.join(['conformance run', *args])} ({what}, default jobs)"
     counts: dict[str, int] = {}
     for cell in cells:
         counts[cell["status"]] = counts.get(cell["status"], 0) + 1
@@ -265,9 +272,9 @@ def bench_matrix(from_run: str | None = None, args: tuple[str, ...] = (),
 
 
 def bench_matrix_rest(from_run: str | None = None) -> dict:
-    """What the main job leaves out of the full matrix (`MATRIX_REST`), measured apart: the
+    """What the main job leaves out of the full matrix (`matrix_rest`), measured apart: the
     nightly's `--versions full` costs the main job plus about this."""
-    found = bench_matrix(from_run, tuple(MATRIX_REST), "the full matrix's columns the main "
+    found = bench_matrix(from_run, tuple(matrix_rest()), "the full matrix's columns the main "
                          "job leaves out")
     found.pop("target_minutes")
     return found

@@ -175,6 +175,7 @@ def test_the_main_job_runs_each_vllm_on_its_window_and_the_candidate():
                        ("0.31.0", "5.25.0"), ("0.33.0", "5.17.0"), ("0.33.0", "5.20.2"),
                        ("0.33.0", "5.25.0")}
     assert versions.default_column("0.31.0", "5.14.1", ("5.14.1",))  # the newest asked for
+    assert not versions.default_column("0.31.0", "5.12.1")  # in its window, not in the default
 
 
 @pytest.mark.parametrize("command", [

@@ -61,16 +61,21 @@ def table(probes: list[dict[str, Any]], fixtures: dict[str, list[str]],
                      f"{'yes' if row['moe'] else ''} | "
                      f"{fixture_cell(model_type, row['architecture'], fixtures, known)} | "
                      f"{marks} |")
+    return [*lines, "", summary_line(rows, fixtures, known)]
+
+
+def summary_line(rows: dict[str, dict[str, Any]], fixtures: dict[str, list[str]],
+                 known: catalogue.Catalogue) -> str:
+    """The counts under both tables: model types, with a fixture, planned, unservable, by
+    vLLM's route, with experts."""
     covered = sum(1 for r in rows.values() if r["architecture"] in fixtures)
-    lines.append("")
-    lines.append(f"{len(rows)} model types; {covered} with a fixture, "
-                 f"{sum(known.status(t) == catalogue.PLANNED for t in rows)} planned, "
-                 f"{sum(known.status(t) == catalogue.UNSERVABLE for t in rows)} unservable; "
-                 f"{sum(r['vllm'] == BACKEND_ONLY for r in rows.values())} served only through "
-                 f"the backend, {sum(r['vllm'] == FALLBACK for r in rows.values())} unknown to "
-                 "vLLM's registry (the backend is its fallback); "
-                 f"{sum(bool(r['moe']) for r in rows.values())} with experts")
-    return lines
+    return (f"{len(rows)} model types; {covered} with a fixture, "
+            f"{sum(known.status(t) == catalogue.PLANNED for t in rows)} planned, "
+            f"{sum(known.status(t) == catalogue.UNSERVABLE for t in rows)} unservable; "
+            f"{sum(r['vllm'] == BACKEND_ONLY for r in rows.values())} served only through "
+            f"the backend, {sum(r['vllm'] == FALLBACK for r in rows.values())} unknown to "
+            "vLLM's registry (the backend is its fallback); "
+            f"{sum(bool(r['moe']) for r in rows.values())} with experts")
 
 
 def model_rows(probes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -87,18 +92,19 @@ def model_rows(probes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def readme_table(probes: list[dict[str, Any]], fixtures: dict[str, list[str]],
                  known: catalogue.Catalogue) -> list[str]:
     """The README's architecture table: the model types with a fixture, the oldest version of
-    the matrix that ships each, and `table`'s closing line (every other model type is in
-    docs/coverage.md)."""
+    the matrix that ships each, and the counts `table` closes with (every other model type is
+    in docs/coverage.md)."""
     versions = [p["transformers"] for p in probes]
+    rows = model_rows(probes)
     lines = ["| model type | class | vLLM | MoE | fixtures | from transformers |",
              "|---|---|---|---|---|---|"]
-    for model_type, row in sorted(model_rows(probes).items()):
+    for model_type, row in sorted(rows.items()):
         if row["architecture"] in fixtures:
             first = next(v for v in versions if v in row["in"])
             lines.append(f"| {model_type} | {row['architecture']} | {row['vllm']} | "
                          f"{'yes' if row['moe'] else ''} | "
                          f"{', '.join(fixtures[row['architecture']])} | {first} |")
-    return [*lines, "", table(probes, fixtures, known)[-1]]
+    return [*lines, "", summary_line(rows, fixtures, known)]
 
 
 def readme_with(text: str, lines: list[str]) -> str:

@@ -1,7 +1,7 @@
 """Why a candidate architecture has no fixture, read from `coverage.toml` (reviewable data).
 
 The candidates are what `conformance coverage` probes: every generative multimodal model type of
-each default transformers version (`reports/coverage.json` holds the probes, rewritten by
+each transformers version of the full matrix (`reports/coverage.json` holds the probes, rewritten by
 `conformance coverage --write`). Each one has a fixture (by its class) or an entry here:
 `planned` (no fixture yet: the work list; `attempted` says, for those the generic attempt
 reached, how far it got: built through the backend, or stopped before it by what it could not

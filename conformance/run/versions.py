@@ -81,11 +81,13 @@ def requested_versions(text: str | None, default: tuple[str, ...] = DEFAULT_VERS
 
 def default_column(vllm: str, version: str, versions: tuple[str, ...] = DEFAULT_VERSIONS
                    ) -> bool:
-    """Whether the main job runs `version` under the vLLM labelled `vllm`: a version inside the
-    release's own transformers window, or the newest of `versions` (the upgrade candidate, the
-    gate's point). vLLM 0.31.0 is not run on 0.33.0's pin top (5.20.2): no one raises an old
-    release's pin, and 0.33.0 runs it. A vLLM whose window is unknown (a folder, another
-    environment) runs every version."""
+    """Whether the main job runs `version` under the vLLM labelled `vllm`: one of `versions`
+    (5.12.1 is the full matrix's alone) inside the release's own transformers window, or the
+    newest of them (the upgrade candidate, the gate's point). vLLM 0.31.0 is not run on 0.33.0's
+    pin top (5.20.2): no one raises an old release's pin, and 0.33.0 runs it. A vLLM whose
+    window is unknown (a folder, another environment) runs every one of `versions`."""
+    if version not in versions:
+        return False
     facts = facts_of(vllm)
     return (facts is None or version == max(versions, key=parse_version)
             or in_range(version, *facts.window))
