@@ -163,11 +163,13 @@ def steal_seconds() -> float | None:
         return None
 
 
-def _run_matrix(args: list[str], folder: str) -> tuple[float, list[dict]]:
-    """`conformance run ARGS` into `folder`: its wall seconds and cells."""
+def _run_matrix(args: list[str], folder: str,
+                env: dict[str, str] | None = None) -> tuple[float, list[dict]]:
+    """`conformance run ARGS` into `folder` (`env`: added to this process's): its wall seconds
+    and cells."""
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "conformance", "run", *args, "--output", folder],
-                   capture_output=True, cwd=ROOT)
+                   capture_output=True, cwd=ROOT, env={**os.environ, **(env or {})})
     seconds = time.perf_counter() - started
     return seconds, json.loads((Path(folder) / "results.json").read_text())["cells"]
 
@@ -239,16 +241,48 @@ def bench_jobs_matrix() -> dict:
                          warm=["--checks", "model"])
 
 
-def matrix_rest() -> list[str]:
-    """`conformance run` arguments for the full matrix's columns the main job leaves out, read
-    off the one decision (conformance.run.versions: FULL_VERSIONS, default_column): the default
-    vLLM's versions outside its main-job columns (5.12.1 and 0.33.0's pin top); the other
-    vLLM's are below its window."""
-    from conformance.core.vllms import DEFAULT_VLLM
-    from conformance.run.versions import FULL_VERSIONS, default_column
+def bench_heap(versions: str = "5.15.1,5.17.0",
+               order: tuple[bool, ...] = (False, True, True, False)) -> dict:
+    """The workers' frozen heap (`conformance/core/heap.py`) against the collector scanning
+    every live object (`CONFORMANCE_HEAP_FREEZE=0`), shaped like the main job: two version
+    columns of the default vLLM (every fixture and check; its engines are where vLLM
+    collects), 2 jobs, so that each worker runs a whole column and keeps every fixture's
+    engines, as the main job's workers do (a column split between two workers keeps half the
+    heap each). In `order` (frozen or not; caches already warm: run the main job first): the
+    wall seconds, the cells' own seconds added up (the figure the freeze moves), and that every
+    run gave the same verdict in every cell."""
+    args = ["--versions", versions, "--vllm", "0.31.0", "--jobs", "2"]
+    runs: dict[str, dict] = {"frozen": {}, "unfrozen": {}}
+    verdicts = []
+    for frozen in order:
+        with tempfile.TemporaryDirectory() as folder:
+            took, cells = _run_matrix(args, folder,
+                                      env={"CONFORMANCE_HEAP_FREEZE": "1" if frozen else "0"})
+        verdicts.append(_statuses(cells))
+        run = runs["frozen" if frozen else "unfrozen"]
+        run.setdefault("runs_seconds", []).append(round(took, 1))
+        run.setdefault("cell_seconds", []).append(
+            round(sum(float(c.get("seconds") or 0) for c in cells), 1))
+        run["cells"] = len(cells)
 
-    rest = [v for v in FULL_VERSIONS if not default_column(DEFAULT_VLLM, v)]
-    return ["--versions", ",".join(rest), "--vllm", DEFAULT_VLLM]
+    def mean(name: str, key: str) -> float:
+        return sum(runs[name][key]) / len(runs[name][key])
+
+    return {"versions": versions, "order": ["frozen" if f else "unfrozen" for f in order],
+            **runs,
+            "ratio_wall": round(mean("frozen", "runs_seconds")
+                                / mean("unfrozen", "runs_seconds"), 3),
+            "ratio_cell_seconds": round(mean("frozen", "cell_seconds")
+                                        / mean("unfrozen", "cell_seconds"), 3),
+            "same_verdicts": all(v == verdicts[0] for v in verdicts)}
+
+
+def matrix_rest() -> list[str]:
+    """`conformance run` arguments for the full matrix's cells the main job leaves out
+    (`--versions rest`, read off the one decision, conformance.run.versions.default_column)."""
+    from conformance.run.versions import REST
+
+    return ["--versions", REST]
 
 
 def bench_matrix(from_run: str | None = None, args: tuple[str, ...] = (),
@@ -405,6 +439,7 @@ BENCHES = {
     "jobs-matrix": bench_jobs_matrix,
     "matrix": bench_matrix,
     "matrix-rest": bench_matrix_rest,
+    "heap": bench_heap,
     "tests": bench_tests,
     "switch": bench_switch,
     "vllm-approach": bench_vllm_approach,
@@ -421,7 +456,7 @@ def main() -> int:
     args = parser.parse_args()
     # the full matrix and the test command take minutes each: on request only
     default = [b for b in BENCHES
-               if b not in ("matrix", "matrix-rest", "jobs-matrix", "tests", "mutation")]
+               if b not in ("matrix", "matrix-rest", "jobs-matrix", "heap", "tests", "mutation")]
     chosen = [b for b in (args.only.split(",") if args.only else default) if b]
     if unknown := [b for b in chosen if b not in BENCHES]:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)} (known: {', '.join(BENCHES)})")

@@ -399,3 +399,47 @@ def test_a_cells_reproducer_is_written_where_its_run_says(tmp_path):
     assert verdict.status == "fail", verdict
     assert Path(verdict.data["reproducer"]).parent == tmp_path / "repro"
     assert Path(verdict.data["reproducer"]).exists()
+
+
+def test_the_worker_settles_its_heap_once_per_fixture_before_its_cells(monkeypatch, capsys):
+    """What a fixture's cells leave cached lives as long as the worker: the heap is collected and
+    frozen when the next fixture starts (core/heap.py), not before every cell."""
+    import io
+
+    from conformance.core import heap
+    from conformance.run import cell, worker
+
+    events = []
+    monkeypatch.setattr(cell, "run_cell", lambda key, **kw: events.append(key.fixture) or
+                        Verdict.of(key, "pass"))
+    monkeypatch.setattr(heap, "settle", lambda: events.append("settle"))
+    monkeypatch.setattr(worker, "build_all", lambda fixtures: None)
+    monkeypatch.setattr(worker, "warm_up", lambda engine: None)
+    other = CellKey("llava", "5.17.0", "impl", "errors")
+    messages = [{"settings": Settings().to_json()}, [list(A), list(other)], [list(B), list(A)]]
+    monkeypatch.setattr(worker.sys, "stdin", io.StringIO("\n".join(map(json.dumps, messages))))
+    assert worker.main([]) == 0
+    assert events == ["settle", "llava", "llava", "settle", "gemma3", "settle", "llava"]
+
+
+def test_a_settled_heap_is_frozen_after_a_collection_and_left_alone_when_disabled(monkeypatch):
+    import gc
+
+    from conformance.core import heap
+
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append("collect") or 0)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    heap.settle()
+    heap.freeze()
+    with heap.settled_after():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    assert calls == ["collect", "freeze", "freeze", "collect", "freeze"]
+    calls.clear()
+    monkeypatch.setattr(heap, "ENABLED", False)
+    heap.settle()
+    heap.freeze()
+    with heap.settled_after():
+        assert gc.isenabled()
+    assert calls == []

@@ -163,19 +163,35 @@ def test_a_malformed_version_is_refused_by_the_one_parser(text, error):
     assert versions.requested_versions("full") == versions.FULL_VERSIONS
 
 
-def test_the_main_job_runs_each_vllm_on_its_window_and_the_candidate():
-    """The default columns (docs/performance.md): the Legacy path stays (5.14.1), 5.12.1 is
-    the full matrix's alone, vLLM 0.31.0 leaves 0.33.0's pin top to 0.33.0, and every vLLM runs
-    the newest version (the gate's candidate)."""
+def test_the_main_job_runs_each_vllm_on_its_paths_newest_and_the_candidate():
+    """The default columns (docs/performance.md): inside each vLLM's window the newest version
+    of each placeholder path (the Legacy path stays: 5.14.1), and the newest version (the gate's
+    candidate) on every vLLM; 5.12.1, 5.15.1 and the versions between are the full matrix's."""
     assert versions.DEFAULT_VERSIONS == versions.FULL_VERSIONS[1:]
     assert "5.14.1" in versions.DEFAULT_VERSIONS and "5.12.1" not in versions.DEFAULT_VERSIONS
     columns = {(v, t) for v in ("0.31.0", "0.33.0") for t in versions.DEFAULT_VERSIONS
                if versions.default_column(v, t)}
-    assert columns == {("0.31.0", "5.14.1"), ("0.31.0", "5.15.1"), ("0.31.0", "5.17.0"),
-                       ("0.31.0", "5.25.0"), ("0.33.0", "5.17.0"), ("0.33.0", "5.20.2"),
-                       ("0.33.0", "5.25.0")}
+    assert columns == {("0.31.0", "5.14.1"), ("0.31.0", "5.17.0"), ("0.31.0", "5.25.0"),
+                       ("0.33.0", "5.20.2"), ("0.33.0", "5.25.0")}
     assert versions.default_column("0.31.0", "5.14.1", ("5.14.1",))  # the newest asked for
     assert not versions.default_column("0.31.0", "5.12.1")  # in its window, not in the default
+    # the newest of its path among the versions asked for
+    assert versions.default_column("0.31.0", "5.15.1", ("5.14.1", "5.15.1", "5.25.0"))
+    assert versions.requested_versions("rest") == versions.FULL_VERSIONS
+
+
+def test_rest_runs_the_full_matrix_cells_the_main_job_leaves_out():
+    """`--versions rest` and the main job together are the full matrix, with no cell twice."""
+    def columns(requested):
+        asked = versions.requested_versions(requested)
+        return {(v, t) for v in ("0.31.0", "0.33.0") for t in asked
+                if versions.runs_column(requested, v, t, asked)}
+
+    main_job, rest, full = columns(None), columns("rest"), columns("full")
+    assert not main_job & rest and main_job | rest == full
+    assert len(full) == 2 * len(versions.FULL_VERSIONS)
+    assert {("0.31.0", "5.15.1"), ("0.33.0", "5.17.0"), ("0.31.0", "5.12.1")} <= rest
+    assert columns("5.15.1") == {("0.31.0", "5.15.1"), ("0.33.0", "5.15.1")}
 
 
 @pytest.mark.parametrize("command", [

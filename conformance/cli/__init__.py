@@ -39,10 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "variant by its name, e.g. llava~full (docs/fixtures.md)")
     run.add_argument("--variants", action="store_true", help="add every config variant of the "
                      "fixtures run (fixture~variant rows: docs/fixtures.md); not by default")
-    run.add_argument("--versions", help="comma-separated transformers versions, or `full` "
-                     f"({','.join(FULL_VERSIONS)} on every vLLM: the nightly's); default: "
-                     f"{','.join(DEFAULT_VERSIONS)}, each vLLM on those of its own window "
-                     "and the newest (docs/versions.md)")
+    run.add_argument("--versions", help="comma-separated transformers versions, `full` "
+                     f"({','.join(FULL_VERSIONS)} on every vLLM: the nightly's) or `rest` (the "
+                     "full matrix's cells the main job leaves out); default: "
+                     f"{','.join(DEFAULT_VERSIONS)}, each vLLM on the newest of each "
+                     "placeholder path inside its own window and on the newest "
+                     "(docs/versions.md)")
     run.add_argument("--vllm", help="comma-separated vLLMs under test: releases (each in its "
                      "own environment, built on demand) or folders holding a vllm package (a "
                      "source checkout, an unpacked wheel: first on the path of the release of "

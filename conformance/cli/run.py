@@ -16,9 +16,9 @@ from conformance.results.verdict import BAD, CellKey, Verdict
 from conformance.run.session import Session
 from conformance.run.versions import (
     ENV_VERSION,
-    default_column,
     requested_versions,
     resolve_up_front,
+    runs_column,
 )
 
 
@@ -69,8 +69,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.jobs is None:
         args.jobs = default_jobs(args.device)
     cells = expand_cells(fixtures, versions, subjects, checks, vllms=under_test)
-    if not args.versions:  # the main job: each vLLM on its own window and the candidate
-        cells = [c for c in cells if default_column(c.vllm, c.version, versions)]
+    # the main job: each vLLM on its paths' newest and the candidate; `rest`: the full matrix's
+    # other cells
+    cells = [c for c in cells if runs_column(args.versions, c.vllm, c.version, versions)]
     if args.shard:
         index, _, count = args.shard.partition("/")
         cells = shard(cells, int(index), int(count))

@@ -27,7 +27,7 @@ from conformance.core.vllm_facts import read_pins
 from conformance.core.vllms import DEFAULT_VLLM, Release, facts_of, where
 from conformance.paths import ENV_DIR, cache_dir
 from fixtures.cache import building
-from impl.version import in_range, parse_version
+from impl.version import in_range, parse_version, placeholder_strategy
 
 ENV_VERSION = "5.17.0"
 """The transformers version installed in the environment itself (vLLM 0.31.0's pin top)."""
@@ -40,12 +40,15 @@ every one of them (below a release's window a cell is `n/a`)."""
 
 DEFAULT_VERSIONS: tuple[str, ...] = FULL_VERSIONS[1:]
 """The main job's versions: the full matrix but 5.12.1, the oldest Legacy-path release (5.14.1
-keeps the Legacy path, with audio, which 5.12.1 refuses). Within them each vLLM runs the
-versions of its own window and the candidate (`default_column`). Why the main job drops what it
-drops, and what that costs: docs/performance.md."""
+keeps the Legacy path, with audio, which 5.12.1 refuses). Within them each vLLM runs, of its own
+window, the newest version of each placeholder path, and the candidate (`default_column`). Why
+the main job drops what it drops, and what that costs: docs/performance.md."""
 
 FULL = "full"
 """`--versions full`: every version of FULL_VERSIONS on every vLLM under test."""
+REST = "rest"
+"""`--versions rest`: the full matrix's cells the main job leaves out (with a main job's run,
+the full matrix)."""
 
 OVERLAY_PACKAGES = ("transformers", "tokenizers", "huggingface-hub")
 OVERLAY_LOCK = ENV_DIR / "transformers-overlays.lock"
@@ -71,9 +74,9 @@ def requested_version(text: str) -> str:
 
 def requested_versions(text: str | None, default: tuple[str, ...] = DEFAULT_VERSIONS
                        ) -> tuple[str, ...]:
-    """A comma-separated `--versions` (empty: `default`; `full`: FULL_VERSIONS), each checked by
-    `requested_version`."""
-    if (text or "").strip() == FULL:
+    """A comma-separated `--versions` (empty: `default`; `full` and `rest`: FULL_VERSIONS, `rest`
+    then keeping the cells `default_column` leaves out), each checked by `requested_version`."""
+    if (text or "").strip() in (FULL, REST):
         return FULL_VERSIONS
     given = tuple(part for part in (text or "").split(",") if part.strip())
     return tuple(requested_version(part) for part in given) or default
@@ -82,15 +85,34 @@ def requested_versions(text: str | None, default: tuple[str, ...] = DEFAULT_VERS
 def default_column(vllm: str, version: str, versions: tuple[str, ...] = DEFAULT_VERSIONS
                    ) -> bool:
     """Whether the main job runs `version` under the vLLM labelled `vllm`: one of `versions`
-    (5.12.1 is the full matrix's alone) inside the release's own transformers window, or the
-    newest of them (the upgrade candidate, the gate's point). vLLM 0.31.0 is not run on 0.33.0's
-    pin top (5.20.2): no one raises an old release's pin, and 0.33.0 runs it. A vLLM whose
-    window is unknown (a folder, another environment) runs every one of `versions`."""
+    (5.12.1 is the full matrix's alone) that is the newest of them (the upgrade candidate, the
+    gate's point) or, inside the release's own transformers window, the newest of its placeholder
+    path there (the Legacy path's and the Offsets path's: what a deployment of that release runs
+    on each path; vLLM 0.31.0: 5.14.1 and its pin top 5.17.0, 0.33.0: its pin top 5.20.2). The
+    versions between them run in the full matrix (`--versions full`, `rest`). A vLLM whose window
+    is unknown (a folder, another environment) runs every one of `versions`."""
     if version not in versions:
         return False
     facts = facts_of(vllm)
-    return (facts is None or version == max(versions, key=parse_version)
-            or in_range(version, *facts.window))
+    if facts is None or version == max(versions, key=parse_version):
+        return True
+    if not in_range(version, *facts.window):
+        return False
+    path = placeholder_strategy(version)
+    return version == max((v for v in versions if in_range(v, *facts.window)
+                           and placeholder_strategy(v) == path), key=parse_version)
+
+
+def runs_column(requested: str | None, vllm: str, version: str,
+                versions: tuple[str, ...] = DEFAULT_VERSIONS) -> bool:
+    """Whether a run given `--versions requested` runs `version` (one of `versions`, what
+    `requested_versions` read) under `vllm`: the main job's columns (`default_column`) when none
+    is given, the full matrix's others for `rest`, each one asked for otherwise."""
+    if not (requested or "").strip():
+        return default_column(vllm, version, versions)
+    if requested.strip() == REST:
+        return not default_column(vllm, version)
+    return True
 
 
 def in_vllm_window(version: str, vllm: str = DEFAULT_VLLM) -> bool:

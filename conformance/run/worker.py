@@ -103,12 +103,15 @@ def warm_up(engine: bool) -> None:
     import importlib
     import time
 
+    from conformance.core.heap import settled_after
+
     started = time.monotonic()
-    for module in WARM_UP:
-        try:
-            importlib.import_module(module)
-        except Exception as error:  # the cells that need it report it
-            print(f"warm-up: cannot import {module}: {error}", flush=True)
+    with settled_after():  # what it imports lives as long as the worker: frozen (core/heap.py)
+        for module in WARM_UP:
+            try:
+                importlib.import_module(module)
+            except Exception as error:  # the cells that need it report it
+                print(f"warm-up: cannot import {module}: {error}", flush=True)
     try:
         if engine:
             compile_sampler()
@@ -132,11 +135,13 @@ def take(settings: dict) -> None:
 
 def main(argv: list[str]) -> int:
     pin_to_share()
+    from conformance.core import heap
     from conformance.results.portable import folder_cell
     from conformance.results.verdict import CellKey
     from conformance.run.cell import run_cell
 
     ready = False
+    fixture = None  # the fixture of the cell before
     repro_dir = None  # the run folder's repro/ (a worker run by hand: run_suite's default)
     for message in ([keys_from_args(argv)] if argv else messages(sys.stdin)):
         if isinstance(message, dict) and "settings" in message:
@@ -154,6 +159,11 @@ def main(argv: list[str]) -> int:
             ready = True
         for raw in message:
             key = CellKey(*raw)
+            if key.fixture != fixture:
+                # the fixture before leaves its models and engines cached for the worker's
+                # life: the cycle collector need not scan them again (core/heap.py)
+                heap.settle()
+                fixture = key.fixture
             emit(START, json.dumps(list(key)))
             verdict = run_cell(key, repro_dir=repro_dir)
             if repro_dir is not None:  # its log is an artifact too: paths relative to the folder

@@ -60,10 +60,13 @@ class ModelCache:
         decided the verdict)."""
         import gc
 
+        from conformance.core import heap
+
         for k in [k for k in self.entries
                   if (kind is None or k[0] == kind) and (key is None or k == key)]:
             shut_down(self.entries.pop(k))
         gc.collect()
+        heap.freeze()  # vLLM's shutdown unfroze the heap: what is left, frozen again
 
 
 def shut_down(entry: Any) -> None:
