@@ -40,7 +40,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -178,6 +180,37 @@ def _statuses(cells: list[dict]) -> dict[tuple, str]:
     return {(c["fixture"], c["version"], c["subject"], c["check"]): c["status"] for c in cells}
 
 
+def _alternating_runs(order: tuple, args_of: Callable[[Any], list[str]],
+                      env_of: Callable[[Any], dict[str, str] | None] = lambda mode: None
+                      ) -> tuple[dict[Any, dict], bool]:
+    """`conformance run` once per mode in `order` (`args_of(mode)`, `env_of(mode)`): per mode its
+    runs' wall seconds and their mean, the cells' own seconds added up (equal in every mode
+    unless the modes slow the cells down; the rest of the wall time is workers' starts,
+    fixtures' set-up, waits), the CPU time the hypervisor stole during each, and the number of
+    cells; and whether every run gave the same verdict in every cell."""
+    runs: dict[Any, dict] = {}
+    verdicts = []
+    for mode in order:
+        before = steal_seconds()
+        with tempfile.TemporaryDirectory() as folder:
+            took, cells = _run_matrix(args_of(mode), folder, env_of(mode))
+        after = steal_seconds()
+        verdicts.append(_statuses(cells))
+        run = runs.setdefault(mode, {"runs_seconds": [], "cell_seconds": [],
+                                     "steal_seconds": []})
+        run["runs_seconds"].append(round(took, 1))
+        run["cell_seconds"].append(round(sum(float(c.get("seconds") or 0) for c in cells), 1))
+        run["steal_seconds"].append(None if before is None or after is None
+                                    else round(after - before, 1))
+        run["cells"] = len(cells)
+        run["seconds"] = round(_mean(run["runs_seconds"]), 1)
+    return runs, all(v == verdicts[0] for v in verdicts)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def _jobs_speedup(args: list[str], out: dict, order: tuple[int, ...] = (1, 2, 2, 1),
                   warm: list[str] | None = None) -> dict:
     """`conformance run ARGS` with 1 worker and with 2, in a symmetric `order` (1, 2, 2, 1
@@ -189,23 +222,10 @@ def _jobs_speedup(args: list[str], out: dict, order: tuple[int, ...] = (1, 2, 2,
         # another vLLM copy ran, would slow the first engine of each worker)
         out["warm_run_seconds"] = round(_run_matrix([*(warm or args), "--jobs", "2"],
                                                     folder)[0], 1)
-    verdicts, seconds, in_cells, stolen = [], {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
-    for jobs in order:
-        before = steal_seconds()
-        with tempfile.TemporaryDirectory() as folder:
-            took, cells = _run_matrix([*args, "--jobs", str(jobs)], folder)
-        after = steal_seconds()
-        stolen[jobs].append(None if before is None or after is None else round(after - before, 1))
-        verdicts.append(_statuses(cells))
-        seconds[jobs].append(round(took, 1))
-        # the cells' own seconds, added up: equal in both modes unless the workers slow each
-        # other down; the rest of the wall time is workers' starts, fixtures' set-up, waits
-        in_cells[jobs].append(round(sum(float(c.get("seconds") or 0) for c in cells), 1))
-        out[f"jobs_{jobs}"] = {"cells": len(cells), "runs_seconds": seconds[jobs],
-                               "seconds": round(sum(seconds[jobs]) / len(seconds[jobs]), 1),
-                               "cell_seconds": in_cells[jobs], "steal_seconds": stolen[jobs]}
+    runs, out["same_verdicts"] = _alternating_runs(order, lambda jobs: [*args, "--jobs",
+                                                                        str(jobs)])
+    out |= {f"jobs_{jobs}": run for jobs, run in runs.items()}
     out["speedup"] = round(out["jobs_1"]["seconds"] / out["jobs_2"]["seconds"], 2)
-    out["same_verdicts"] = all(v == verdicts[0] for v in verdicts)
     return out
 
 
@@ -252,29 +272,17 @@ def bench_heap(versions: str = "5.15.1,5.17.0",
     wall seconds, the cells' own seconds added up (the figure the freeze moves), and that every
     run gave the same verdict in every cell."""
     args = ["--versions", versions, "--vllm", "0.31.0", "--jobs", "2"]
-    runs: dict[str, dict] = {"frozen": {}, "unfrozen": {}}
-    verdicts = []
-    for frozen in order:
-        with tempfile.TemporaryDirectory() as folder:
-            took, cells = _run_matrix(args, folder,
-                                      env={"CONFORMANCE_HEAP_FREEZE": "1" if frozen else "0"})
-        verdicts.append(_statuses(cells))
-        run = runs["frozen" if frozen else "unfrozen"]
-        run.setdefault("runs_seconds", []).append(round(took, 1))
-        run.setdefault("cell_seconds", []).append(
-            round(sum(float(c.get("seconds") or 0) for c in cells), 1))
-        run["cells"] = len(cells)
-
-    def mean(name: str, key: str) -> float:
-        return sum(runs[name][key]) / len(runs[name][key])
-
+    runs, same = _alternating_runs(
+        order, lambda frozen: args,
+        lambda frozen: {"CONFORMANCE_HEAP_FREEZE": "1" if frozen else "0"})
+    frozen, unfrozen = runs[True], runs[False]
     return {"versions": versions, "order": ["frozen" if f else "unfrozen" for f in order],
-            **runs,
-            "ratio_wall": round(mean("frozen", "runs_seconds")
-                                / mean("unfrozen", "runs_seconds"), 3),
-            "ratio_cell_seconds": round(mean("frozen", "cell_seconds")
-                                        / mean("unfrozen", "cell_seconds"), 3),
-            "same_verdicts": all(v == verdicts[0] for v in verdicts)}
+            "frozen": frozen, "unfrozen": unfrozen,
+            "ratio_wall": round(_mean(frozen["runs_seconds"])
+                                / _mean(unfrozen["runs_seconds"]), 3),
+            "ratio_cell_seconds": round(_mean(frozen["cell_seconds"])
+                                        / _mean(unfrozen["cell_seconds"]), 3),
+            "same_verdicts": same}
 
 
 def matrix_rest() -> list[str]:

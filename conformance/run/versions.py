@@ -85,12 +85,13 @@ def requested_versions(text: str | None, default: tuple[str, ...] = DEFAULT_VERS
 def default_column(vllm: str, version: str, versions: tuple[str, ...] = DEFAULT_VERSIONS
                    ) -> bool:
     """Whether the main job runs `version` under the vLLM labelled `vllm`: one of `versions`
-    (5.12.1 is the full matrix's alone) that is the newest of them (the upgrade candidate, the
-    gate's point) or, inside the release's own transformers window, the newest of its placeholder
-    path there (the Legacy path's and the Offsets path's: what a deployment of that release runs
-    on each path; vLLM 0.31.0: 5.14.1 and its pin top 5.17.0, 0.33.0: its pin top 5.20.2). The
-    versions between them run in the full matrix (`--versions full`, `rest`). A vLLM whose window
-    is unknown (a folder, another environment) runs every one of `versions`."""
+    (5.12.1 is not: only the full matrix runs it) that is the newest of them (the upgrade
+    candidate, the gate's point) or, inside the release's own transformers window, the newest
+    of its placeholder path there (the Legacy path's and the Offsets path's: what a deployment
+    of that release runs on each path; vLLM 0.31.0: 5.14.1 and its pin top 5.17.0, 0.33.0: its
+    pin top 5.20.2). The versions between them run in the full matrix (`--versions full`,
+    `rest`). A vLLM whose window is unknown (a folder, another environment) runs every one of
+    `versions`."""
     if version not in versions:
         return False
     facts = facts_of(vllm)
