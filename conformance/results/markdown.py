@@ -34,6 +34,9 @@ def markdown(verdicts: list[Verdict] | View, meta: dict | None = None) -> str:
     lines += ["", "Totals: " + ", ".join(f"{s} {totals[s]}" for s in STATUSES if totals[s]), ""]
     if meta and meta.get("seconds") is not None:
         lines += [f"Run time {meta['seconds']:.0f} s on {len(view.verdicts)} cells.", ""]
+    # which of vLLM's CPU kernel builds each vLLM's engines ran on (vLLM picks it by the CPU)
+    for label, kernels in sorted((meta or {}).get("kernels", {}).items()):
+        lines += [f"vLLM {label}: {kernels}.", ""]
     # a version run without a requirement it states (`run --allow-unmet`): said under the totals
     for version, unmet in sorted((meta or {}).get("unmet_requirements", {}).items()):
         lines += [f"**transformers {version} ran without {', '.join(unmet)}** "

@@ -20,6 +20,7 @@ from conformance.results.verdict import CellKey, Verdict
 from conformance.run.logs import as_error
 from conformance.subjects import plants_faults
 from conformance.subjects.faults import media_fault, planted, routed
+from conformance.subjects.kernels import probe as probe_kernels
 from conformance.subjects.vllm import engine_unavailable
 
 
@@ -109,5 +110,16 @@ def run_checkpoint(key: CellKey, recipe, check: Check, locate: Callable[[], str]
     # each difference judged on its own: a known one hides no other
     failures = [Failure(difference, outcome.options.get(difference, ()))
                 for difference in outcome.differences]
-    return judge(key, failures, seconds=time.monotonic() - started, data=outcome.measured,
+    return judge(key, failures, seconds=time.monotonic() - started,
+                 data={**outcome.measured, **kernels_ran_on(check)},
                  exhaustive=check.exhaustive if exhaustive is None else exhaustive)
+
+
+def kernels_ran_on(check: Check) -> dict[str, str]:
+    """A model cell on the CPU names the kernel build its engines ran on (vLLM picks it by
+    the CPU: `subjects/kernels.py`), so that a verdict seen on one machine and not on another
+    can be traced to it."""
+    if not check.loads_model or current().device != "cpu":
+        return {}
+    found = probe_kernels()
+    return {"kernels": f"{found.build} ({found.cpu})"} if found.build else {}

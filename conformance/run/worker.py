@@ -135,6 +135,9 @@ def take(settings: dict) -> None:
 
 def main(argv: list[str]) -> int:
     pin_to_share()
+    from conformance.subjects.kernels import cap_from_environ
+
+    cap_from_environ()  # before torch's import sizes its kernels and vLLM picks its own
     from conformance.core import heap
     from conformance.results.portable import folder_cell
     from conformance.results.verdict import CellKey

@@ -20,6 +20,7 @@ from conformance.core import vllms
 from conformance.core.subjects import VLLM_BACKEND, VLLM_NATIVE
 from conformance.inputs.cases import Case
 from conformance.inputs.forms import form_inputs, options_key
+from conformance.subjects import kernels
 from conformance.subjects.protocol import CACHE, HF_PROCESSOR, IMAGE_ROWS, VIDEO
 from impl.types import Placeholder, ProcessedPrompt, placeholder_from_mask
 
@@ -197,24 +198,12 @@ def create_processor(path: str, impl: str, limits: Limits, **config: Any) -> Any
     return processor_from(model_config(path, impl, limits, **config))
 
 
-def cpu_kernels() -> bool:
-    """Whether vLLM's compiled CPU kernels load (a CPU build's `vllm._C` registers them)."""
-    import importlib
-
-    import torch
-
-    try:
-        importlib.import_module("vllm._C")
-    except ImportError:
-        return False
-    return hasattr(torch.ops._C, "init_cpu_memory_env")
-
-
 def engine_unavailable(device: str) -> str | None:
     """Why the vLLM this process imports cannot start an engine on `device` (None: it can): a
     property of its build on this machine, not of a checkpoint. vLLM 0.33.0's wheel (CUDA
     only) over a CPU environment infers no platform ('Failed to infer device type'); a CPU
-    platform without vLLM's CPU kernels cannot start its worker."""
+    platform whose build has no kernels this CPU runs cannot start its worker (vLLM picks
+    them, `kernels.py`)."""
     from vllm.platforms import current_platform
 
     build = f"vLLM {vllms.current_label()}'s build"
@@ -223,9 +212,8 @@ def engine_unavailable(device: str) -> str | None:
                 "its engine cannot start here; its processing is tested, not its models")
     if device == "cpu" and not current_platform.is_cpu():
         return f"{build} runs on {current_platform.device_type}, not on the CPU"
-    if device == "cpu" and not cpu_kernels():
-        return (f"{build} lacks vLLM's CPU kernels (torch.ops._C.init_cpu_memory_env): its "
-                "engine cannot start on the CPU; its processing is tested, not its models")
+    if device == "cpu" and (reason := kernels.probe().reason):
+        return f"{build}: {reason}"
     return None
 
 
