@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_layers import ROOT, imports
 
 from conformance.subjects import kernels
-from test_layers import ROOT, imports
 
 pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
                                 reason="vLLM's CPU kernel builds per instruction set are x86's")
