@@ -427,6 +427,17 @@ def release_of(label: str) -> str:
     return label
 
 
+def impl_reproduces(label: str) -> bool:
+    """Whether `impl` reproduces the backend of the vLLM a label names: the release it is the
+    reference of (`IMPL_REFERENCE`). On another release the backend computes otherwise (0.33.0
+    splits a per-prompt list of features by the processor's counts), so impl is no reference
+    of it and the model checks compare the backend alone."""
+    try:
+        return release_of(label) == IMPL_REFERENCE
+    except ValueError:  # a label with no version: nothing says impl reproduces it
+        return False
+
+
 def sort_key(label: str) -> tuple:
     return (parse_version(label.split("@", 1)[0]), label)
 

@@ -28,7 +28,7 @@ from conformance.checks.model.loading import (
     prepare,
     vllm_model,
 )
-from conformance.checks.model.mrope import SUBJECTS, check_mrope
+from conformance.checks.model.mrope import check_mrope
 from conformance.checks.model.tolerances import (
     Distance,
     Tolerance,
@@ -38,7 +38,7 @@ from conformance.checks.model.tolerances import (
 )
 
 __all__ = [
-    "BACKEND", "CACHE", "GENERATE_TOKENS", "HF", "NATIVE", "SUBJECTS", "TOP_LOGPROBS", "Decoded",
+    "BACKEND", "CACHE", "GENERATE_TOKENS", "HF", "NATIVE", "TOP_LOGPROBS", "Decoded",
     "Distance", "NotApplicable", "Tolerance", "cache_key", "check_encoder", "check_generate",
     "check_mrope", "error_text", "exceeds", "hf_model", "llm", "logprobs_difference", "measure",
     "prepare", "tolerance_for", "two_item_inputs", "vllm_model",

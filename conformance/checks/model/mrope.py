@@ -39,13 +39,12 @@ from conformance.checks.model.references import (
     merged_relations,
     references_of,
     run_references,
+    subjects_compared,
     three_way,
 )
 from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.media import Media
 from fixtures.recipe import Recipe
-
-SUBJECTS = ("backend", "impl")  # compared against the references
 
 MROPE_IMAGE_SIZES = ((28, 84), (84, 28), (56, 56), (28, 56))  # (h, w): distinct grids
 
@@ -162,7 +161,7 @@ def compare_prompt(recipe: Recipe, path: str, refs: Sequence[str], description: 
         return [difference] if difference else []
 
     problems: list[str] = []
-    for subject in SUBJECTS:
+    for subject in subjects_compared():
         try:
             got = subject_mrope(subject, recipe, path, subject_images, prompt, device, dtype)
         except Exception as error:  # one subject's failure is evidence

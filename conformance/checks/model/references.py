@@ -34,6 +34,14 @@ REFERENCES = "references"
 T = TypeVar("T")
 
 
+def subjects_compared() -> tuple[str, ...]:
+    """The model checks' subjects on the vLLM under test: its backend, and impl on the HF model
+    where impl reproduces that vLLM's backend (vLLM 0.31.0's: `vllms.impl_reproduces`)."""
+    from conformance.core.vllms import current_label, impl_reproduces
+
+    return ("backend", "impl") if impl_reproduces(current_label()) else ("backend",)
+
+
 def references_of(recipe: Recipe, only: Sequence[str] | None = None) -> tuple[str, ...]:
     """The references a checkpoint has (`only`: those of them a caller asks for)."""
     refs = ((NATIVE_REF,) if recipe.native_in_vllm else ()) + (HF_REF,)
