@@ -168,12 +168,18 @@ def test_the_findings_document_says_which_vllm_shows_each_finding():
 
     assert list(MEASURED_VLLMS) == ["0.31.0", "0.32.0", "0.33.0"]
     assert [shown_on(finding(), v) for v in MEASURED_VLLMS] == ["yes", "yes", "yes"]
-    # 0.33.0's engine never ran here: a finding of model-loading checks alone is not measured
+    # a release whose engine never ran (every model cell n/a in the baseline): a finding of
+    # model-loading checks alone is not measured on it; 0.33.0's runs on CPU kernels grafted in
     model_only = parse({"id": "m", "title": "t", "reason": "r", "fixtures": ["llava"],
                         "evidence": {"model": ["differ"]}})
-    assert [shown_on(model_only, v) for v in MEASURED_VLLMS] == ["yes", "yes", "not measured"]
+    assert [shown_on(model_only, v) for v in MEASURED_VLLMS] == ["yes", "yes", "yes"]
     from conformance.checks import registry
-    from conformance.expectations.document import ENGINE_CHECKS
+    from conformance.expectations.document import ENGINE_CHECKS, engines_not_run
+
+    cells = [{"check": "model", "vllm": "0.31.0", "status": "pass"},
+             {"check": "model", "vllm": "0.33.0", "status": "n/a"},
+             {"check": "cache", "vllm": "0.33.0", "status": "pass"}]
+    assert engines_not_run(cells) == {"0.33.0"}
 
     assert set(ENGINE_CHECKS) == {c.id for c in registry().values() if c.loads_model}
     assert shown_on(finding(vllm="<0.32.0"), "0.32.0") == "fixed"

@@ -6,6 +6,7 @@ committed file equal to what `findings_markdown()` renders from findings.toml.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import textwrap
@@ -30,14 +31,32 @@ MEASURED_VLLMS: dict[str, tuple[str, ...]] = {
 """The releases every finding was measured on, with the transformers versions of their matrix.
 A finding a release fixed has a vLLM bound that excludes it."""
 
-ENGINE_NOT_RUN = ("0.33.0",)
-"""Measured releases whose engine never ran here (no CPU build: the default axis runs 0.33.0's
-wheel's Python, its model-level cells `n/a`): a finding of model-loading checks alone is not
-measured on them."""
-
 ENGINE_CHECKS = ("model", "encoder", "mrope", "generate", "pooling")
 """The checks that load a model (`Check.loads_model`; a test keeps the two equal): data here,
 since expectations sit below the checks."""
+
+
+def engines_not_run(cells: list[dict]) -> frozenset[str]:
+    """The releases of a baseline's cells whose engine never ran (every model-level cell
+    `n/a`: a build with no engine on the machine that measured it): a finding of
+    model-loading checks alone is not measured on them."""
+    ran: dict[str, bool] = {}
+    for cell in cells:
+        if cell["check"] in ENGINE_CHECKS:
+            vllm = cell.get("vllm", "0.31.0")
+            ran[vllm] = ran.get(vllm, False) or cell["status"] != "n/a"
+    return frozenset(vllm for vllm, any_ran in ran.items() if not any_ran)
+
+
+@functools.cache
+def engine_not_run() -> frozenset[str]:
+    """`engines_not_run` of the committed baseline."""
+    try:
+        return engines_not_run(json.loads(BASELINE.read_text())["cells"])
+    except (OSError, ValueError, KeyError):
+        return frozenset()
+
+
 
 
 INTRO = """\
@@ -94,7 +113,7 @@ def shown_on(finding: Finding, vllm: str) -> str:
     if not matches(vllm, finding.vllm):
         _, fixed_in = bounds(finding.vllm)
         return "fixed" if fixed_in and not in_range(vllm, None, fixed_in) else "no"
-    engine_only = vllm in ENGINE_NOT_RUN and ANY not in finding.checks and all(
+    engine_only = vllm in engine_not_run() and ANY not in finding.checks and all(
         check in ENGINE_CHECKS for check in finding.checks)
     if not engine_only and any(matches(version, finding.versions)
                                for version in MEASURED_VLLMS[vllm]):

@@ -12,7 +12,10 @@ replaces `layer.weight` with an empty tensor (`remove_weight`). Readings, float3
 prompt with one 96x64 image:
 1. the backend's model: each MultiheadAttention, the class of its out_proj and its parameters'
    shapes;
-2. a text-only prompt through the backend (no image: the projector does not run);
+2. a text-only prompt through the backend (no image: the projector does not run; below
+   transformers 5.18 its MoE blocks call the experts as `experts(hidden_states, router_logits)`,
+   which the backend's TransformersMoERunner, taking (hidden_states, topk_ids, topk_weights),
+   refuses);
 3. the image prompt through the backend: its error, and the statement that raised it;
 4. native vLLM on the same prompt (its own Aria projector).
 Exit 1 while 3. fails (reproduces). vLLM 0.31.0 stops earlier (reports/confirm/aria_moe_top_k.py:
