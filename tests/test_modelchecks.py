@@ -69,7 +69,7 @@ def run_check(fixture: str, check: str) -> dict:
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_encoder_outputs_match_every_reference(fixture: str) -> None:
     data = run_check(fixture, "encoder")
-    for subject in mc.SUBJECTS:
+    for subject in mc.subjects_compared():
         compared = [data[subject], data[f"{subject} vs hf"]]
         rows = [row for per in compared for per_modality in per.values() for row in per_modality]
         assert rows and all(row["allclose"] and "rel_l2" in row for row in rows), compared
@@ -80,7 +80,8 @@ def test_nested_items_have_distinct_token_counts_on_pixtral() -> None:
     data = run_check("pixtral", "encoder")
     shapes = data["nested items"]["native"]["image"]
     assert shapes[0][0] < shapes[1][0], shapes  # the smaller first, so its sizes fit the next
-    assert all(row["allclose"] for s in mc.SUBJECTS for row in data["nested items"][s]["image"])
+    assert all(row["allclose"] for s in mc.subjects_compared()
+               for row in data["nested items"][s]["image"])
 
 
 def test_first_items_sizes_for_every_item_fail_encoder_as_a_comparison(monkeypatch) -> None:
@@ -104,7 +105,7 @@ def test_mrope_positions_match_every_reference(fixture: str) -> None:
     assert len(data["prompts"]) >= 4
     native = get_recipe(fixture).native_in_vllm  # else the HF model is the only reference
     for row in data["prompts"]:
-        for s in mc.SUBJECTS:
+        for s in mc.subjects_compared():
             if native:
                 assert row[s]["mismatched_positions"] == 0, row
             assert row[f"{s} vs hf"]["mismatched_positions"] == 0, row
@@ -149,7 +150,7 @@ def test_perturbed_native_weight_fails_encoder_naming_the_items() -> None:
     with scaled(weight, 1 + 1e-3):
         evidence, data = mc.check_encoder(recipe, path)
     assert evidence is not None
-    for subject in mc.SUBJECTS:
+    for subject in mc.subjects_compared():
         for index in (0, 1):
             assert f"{subject} image item {index}: max abs" in evidence
             assert 1e-4 < data[subject]["image"][index]["rel_l2"] < 1e-2

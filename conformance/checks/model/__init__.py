@@ -29,6 +29,7 @@ from conformance.checks.model.loading import (
     vllm_model,
 )
 from conformance.checks.model.mrope import check_mrope
+from conformance.checks.model.references import subjects_compared
 from conformance.checks.model.tolerances import (
     Distance,
     Tolerance,
@@ -41,5 +42,5 @@ __all__ = [
     "BACKEND", "CACHE", "GENERATE_TOKENS", "HF", "NATIVE", "TOP_LOGPROBS", "Decoded",
     "Distance", "NotApplicable", "Tolerance", "cache_key", "check_encoder", "check_generate",
     "check_mrope", "error_text", "exceeds", "hf_model", "llm", "logprobs_difference", "measure",
-    "prepare", "tolerance_for", "two_item_inputs", "vllm_model",
+    "prepare", "subjects_compared", "tolerance_for", "two_item_inputs", "vllm_model",
 ]
