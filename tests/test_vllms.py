@@ -4,6 +4,8 @@ window, the cell key with its vLLM, and old results without one (vLLM 0.31.0's).
 from __future__ import annotations
 
 import json
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -62,10 +64,69 @@ def test_the_record_is_what_each_environment_here_says():
 
 
 def test_an_unknown_release_or_a_folder_without_vllm_is_a_one_line_error(tmp_path):
-    with pytest.raises(ValueError, match="unknown vLLM release '0.9.9'"):
-        vllms.parse("0.9.9")
+    with pytest.raises(ValueError, match="unknown vLLM release 'latest': give a release"):
+        vllms.parse("latest")
     with pytest.raises(ValueError, match="holds no vllm package"):
         vllms.parse(str(tmp_path))
+
+
+def test_any_release_of_the_index_is_a_release_the_catalogue_need_not_list(monkeypatch):
+    """vLLM 0.34.0 came out after the catalogue was written: `--vllm 0.34.0` runs it as a
+    CUDA-only release (its wheel's Python), its facts read from its wheel; a version the index
+    lacks fails when its wheel is fetched, in one line."""
+    found = vllms.release("0.34.0")
+    assert found.version == "0.34.0" and found.builds == ("gpu",) and not found.buildable
+    assert "0.34.0" not in vllms.RELEASES
+
+    def no_wheel(*args, **kwargs):
+        return subprocess.CompletedProcess(args, 1, "", "ERROR: No matching distribution "
+                                           "found for vllm==0.99.0")
+
+    monkeypatch.setattr(vllms, "cache_dir", lambda: Path(tempfile.mkdtemp()))
+    monkeypatch.setattr(vllms.subprocess, "run", no_wheel)
+    with pytest.raises(RuntimeError, match="vLLM 0.99.0 has no build for this machine and its "
+                       "wheel could not be fetched: ERROR: No matching distribution"):
+        vllms.parse("0.99.0")
+
+
+def test_a_release_facts_come_from_its_unpacked_wheel_where_nothing_else_has_them(
+        tmp_path, monkeypatch):
+    from conformance.core import vllm_facts
+
+    wheel = tmp_path / "vllm-wheels" / "vllm-0.34.0"
+    (wheel / "vllm").mkdir(parents=True)
+    (wheel / "vllm" / "__init__.py").write_text("")
+    monkeypatch.setattr(vllms, "cache_dir", lambda: tmp_path)
+    asked = []
+    facts = vllm_facts.Facts("0.34.0", "vllm", ">=5.16.1,<5.23.0",
+                             ("AriaForConditionalGeneration",))
+    monkeypatch.setattr(vllm_facts, "facts",
+                        lambda python, source=None: asked.append(source) or facts)
+    assert vllms.release("0.34.0").facts == facts and asked == [str(wheel)]
+    assert vllms.facts_of("0.34.0") == facts
+    assert vllms.unsupported("0.34.0", "5.14.1").startswith(
+        "transformers 5.14.1 is below vLLM 0.34.0's window >=5.16.1,<5.23.0")
+    assert vllms.release("0.35.0").facts is None  # no wheel here: nothing known
+
+
+def test_a_cpu_platform_that_runs_x86_only_with_triton_makes_model_cells_n_a(monkeypatch):
+    """vLLM 0.34.0 refuses x86 CPUs without triton-cpu (on no package index) and takes its
+    standalone runner only off x86: its model cells say so instead of erroring each."""
+    import vllm.platforms
+    import vllm.triton_utils
+
+    from conformance.subjects.vllm import cpu_runner_unavailable, engine_unavailable
+
+    assert cpu_runner_unavailable() is None  # 0.31.0: no such method, C++ stand-ins
+    platform = vllm.platforms.current_platform
+    monkeypatch.setattr(type(platform), "uses_standalone_cpu_model_runner",
+                        classmethod(lambda cls: False), raising=False)
+    monkeypatch.setattr(vllm.triton_utils, "HAS_TRITON", False)
+    reason = engine_unavailable("cpu")
+    assert reason and "'vLLM on x86 CPUs requires Triton (triton-cpu).'" in reason
+    monkeypatch.setattr(type(platform), "uses_standalone_cpu_model_runner",
+                        classmethod(lambda cls: True))
+    assert cpu_runner_unavailable() is None
 
 
 def folder_with(tmp_path: Path, version: str, name: str = "src") -> Path:

