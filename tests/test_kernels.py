@@ -96,6 +96,7 @@ def test_the_library_a_process_mapped_is_the_build_it_runs():
             "7f02-7f03 r--p 0 08:01 1 /v/lib/python3.11/site-packages/vllm/_C_AVX2.abi3.so\n"
             "7f04-7f05 r-xp 0 08:01 2 /v/lib/python3.11/site-packages/torch/lib/libc10.so\n"
             "7f06-7f07 r-xp 0 08:01 3 /v/lib/python3.11/site-packages/vllm/fs_io_C.abi3.so\n"
+            "7f0a-7f0b r-xp 0 08:01 4 /w/vllm-0.33.0/vllm/_C_stable_libtorch.abi3.so\n"
             "7f08-7f09 rw-p 0 00:00 0\n")
     assert kernels.mapped_builds(maps) == ["_C_AVX2"]
 

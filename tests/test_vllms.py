@@ -449,3 +449,13 @@ def test_impl_is_a_reference_only_of_the_release_it_reproduces():
     assert vllms.impl_reproduces(f"{vllms.IMPL_REFERENCE}@ci-venv")
     assert not vllms.impl_reproduces("0.33.0")
     assert not vllms.impl_reproduces("0.34.0.dev3@vllm-src")
+
+
+def test_the_newest_vllm_release_is_read_from_the_package_index(monkeypatch, capsys):
+    from conformance.cli import main
+    from conformance.run import versions
+
+    monkeypatch.setattr(versions, "index_releases",
+                        lambda package="transformers": {"vllm": ["0.33.0", "0.34.0"]}[package])
+    assert main(["versions", "newest-vllm"]) == 0
+    assert capsys.readouterr().out == "0.34.0\n"

@@ -131,8 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ver = sub.add_parser("versions", help="list, install or lock transformers overlays; "
                          "`newest`: the newest release that installs (the weekly gate's); "
+                         "`newest-vllm`: the newest vLLM release on the package index; "
                          "`vllm-facts`: what each vLLM release's metadata and registry say")
-    ver.add_argument("action", choices=("list", "install", "lock", "newest", "vllm-facts"))
+    ver.add_argument("action", choices=("list", "install", "lock", "newest", "newest-vllm",
+                                        "vllm-facts"))
     ver.add_argument("--versions", help="comma-separated versions (default: the full matrix; for "
                      "`newest`, every stable release on the package index)")
     ver.add_argument("--vllm", default="0.31.0", help="the vLLM release whose environment the "

@@ -61,6 +61,12 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
     if args.action == "vllm-facts":
         return show_vllm_facts(args.write, args.vllm)
+    if args.action == "newest-vllm":  # stdout: the release alone, what `--vllm` takes
+        try:
+            print(versions.index_releases("vllm")[-1])
+        except (RuntimeError, IndexError) as error:
+            return fail(f"no vLLM release on the package index: {error}")
+        return 0
     vllm = release(args.vllm).version  # a one-line error for an unknown release
     if args.action == "newest":  # stdout: the version alone; stderr: each newer one skipped
         chosen = versions.requested_versions(args.versions, default=()) or \

@@ -25,6 +25,7 @@ import functools
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +43,9 @@ CAPS = {
 TORCH_REPORTS = ("_is_amx_tile_supported", "_is_amx_fp16_supported", "_is_avx512_bf16_supported",
                  "_is_avx512_supported", "_is_vnni_supported", "_is_avx2_supported")
 PROBE_TIMEOUT_S = 300.0  # importing vLLM on a loaded 2-core machine
+# the kernel builds per instruction set (`_C`, `_C_AVX512`, `_C_AVX2`), not vLLM's other
+# libraries whose names start alike (a CUDA wheel's `_C_stable_libtorch`)
+KERNEL_BUILD = re.compile(r"^_C(_AVX\w+)?$")
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ def mapped_builds(maps: str | None = None) -> list[str]:
     found = []
     for line in maps.splitlines():
         path = Path(line.split()[-1]) if line.split() else Path()
-        if path.parent.name == "vllm" and path.name.startswith("_C") and ".so" in path.name:
+        if path.parent.name == "vllm" and KERNEL_BUILD.match(path.name.split(".", 1)[0]):
             found.append(path.name.split(".", 1)[0])
     return sorted(set(found))
 
@@ -121,7 +125,8 @@ def shipped_builds() -> list[str]:
     """The kernel libraries the imported vLLM ships."""
     import vllm
 
-    return sorted({p.name.split(".", 1)[0] for p in Path(vllm.__file__).parent.glob("_C*.so")})
+    names = (p.name.split(".", 1)[0] for p in Path(vllm.__file__).parent.glob("_C*.so"))
+    return sorted({name for name in names if KERNEL_BUILD.match(name)})
 
 
 @functools.cache
