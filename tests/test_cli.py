@@ -203,3 +203,17 @@ def test_an_install_without_its_checkout_says_to_install_it_editable(tmp_path):
     assert not_a_checkout() is None
     refusal = not_a_checkout(tmp_path / "site-packages")
     assert refusal and "pip install -e CHECKOUT" in refusal and "\n" not in refusal
+
+
+def test_a_conformance_variable_nothing_reads_is_a_one_line_warning(monkeypatch, capsys):
+    """A typo (CONFORMANCE_CPUISA) or a setting that no longer exists is said, not ignored."""
+    from conformance.cli import main
+    from conformance.core.settings import unknown_variables
+
+    monkeypatch.setenv("CONFORMANCE_CPUISA", "avx2")
+    monkeypatch.setenv("CONFORMANCE_CPU_ISA", "avx2")
+    assert unknown_variables() == ["CONFORMANCE_CPUISA"]
+    main(["checks"])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "warning: CONFORMANCE_CPUISA is set but no setting of this harness reads it" in err

@@ -22,6 +22,7 @@ from conformance.cli.results import (
     cmd_merge,
 )
 from conformance.cli.run import cmd_run
+from conformance.core.settings import unknown_variables
 from conformance.paths import REPORTS_DIR
 from conformance.run.versions import DEFAULT_VERSIONS, FULL_VERSIONS
 
@@ -181,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     if refusal := not_a_checkout() or other_checkout():
         return fail(refusal)
     args = build_parser().parse_args(argv)
+    for name in unknown_variables():  # a typo, or a setting that no longer exists
+        print(f"warning: {name} is set but no setting of this harness reads it (ignored)",
+              file=sys.stderr)
     try:
         return args.func(args)
     except (KeyError, ValueError, RuntimeError, OSError) as error:

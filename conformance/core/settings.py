@@ -19,6 +19,27 @@ ENVIRON = {"device": "CONFORMANCE_DEVICE", "dtype": "CONFORMANCE_DTYPE",
            "fault": "CONFORMANCE_FAULT", "vllm": "CONFORMANCE_VLLM"}
 
 
+# Every other variable the harness reads, by what reads it: a CONFORMANCE_* name outside these
+# is a typo or a setting that no longer exists, which a command says instead of ignoring it.
+OTHER_VARIABLES = {
+    "CONFORMANCE_VENV": "where scripts/bootstrap.py builds the environment",
+    "CONFORMANCE_FLAVOR": "cpu or gpu environments (scripts/bootstrap.py)",
+    "CONFORMANCE_CACHE": "the fixture and overlay cache (fixtures/cache.py)",
+    "CONFORMANCE_CPU_ISA": "run as a CPU with at most this instruction set (subjects/kernels.py)",
+    "CONFORMANCE_CPUS": "a worker's CPU share, set by the runner (run/matrix.py)",
+    "CONFORMANCE_TRANSFORMERS": "a transformers overlay's version, set by the runner",
+    "CONFORMANCE_HEAP_FREEZE": "0: workers do not freeze their heap (core/heap.py)",
+    "CONFORMANCE_SLOW_EXIT": "pytest processes tear vLLM down on exit (tests/conftest.py)",
+}
+
+
+def unknown_variables(environ: dict[str, str] | None = None) -> list[str]:
+    """The CONFORMANCE_* variables set in `environ` that nothing of the harness reads."""
+    environ = dict(os.environ if environ is None else environ)
+    known = {*ENVIRON.values(), *OTHER_VARIABLES}
+    return sorted(n for n in environ if n.startswith("CONFORMANCE_") and n not in known)
+
+
 @dataclass(frozen=True)
 class Settings:
     device: str = "cpu"
