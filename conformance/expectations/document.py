@@ -49,14 +49,12 @@ def engines_not_run(cells: list[dict]) -> frozenset[str]:
 
 
 @functools.cache
-def engine_not_run() -> frozenset[str]:
+def baseline_engines_not_run() -> frozenset[str]:
     """`engines_not_run` of the committed baseline."""
     try:
         return engines_not_run(json.loads(BASELINE.read_text())["cells"])
     except (OSError, ValueError, KeyError):
         return frozenset()
-
-
 
 
 INTRO = """\
@@ -113,7 +111,7 @@ def shown_on(finding: Finding, vllm: str) -> str:
     if not matches(vllm, finding.vllm):
         _, fixed_in = bounds(finding.vllm)
         return "fixed" if fixed_in and not in_range(vllm, None, fixed_in) else "no"
-    engine_only = vllm in engine_not_run() and ANY not in finding.checks and all(
+    engine_only = vllm in baseline_engines_not_run() and ANY not in finding.checks and all(
         check in ENGINE_CHECKS for check in finding.checks)
     if not engine_only and any(matches(version, finding.versions)
                                for version in MEASURED_VLLMS[vllm]):

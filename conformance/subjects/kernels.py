@@ -16,7 +16,8 @@ path it chooses by the CPU), torch's own kernels (`ATEN_CPU_CAPABILITY`) and one
 (`ONEDNN_MAX_CPU_ISA`) use no more. Only lowering is possible; it is how a machine with AVX-512
 runs what a machine without it runs (tests, docs/testing.md).
 
-`python -m conformance.subjects.kernels` prints the probe as JSON.
+`python -m conformance.subjects.kernels` prints the probe as JSON; with `--describe`, the line
+bootstrap prints, the probe asked in a child.
 """
 
 from __future__ import annotations
@@ -183,4 +184,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `--describe`: one line for a person, asked in a child (what scripts/bootstrap.py says)
+    if sys.argv[1:] == ["--describe"]:
+        print(in_child().describe(), flush=True)
+    else:
+        main()
