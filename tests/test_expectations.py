@@ -507,10 +507,7 @@ def test_the_findings_document_says_why_an_axis_is_open():
 PROBES = {"reports/confirm/video_probe.py": "a probe of 0.32.0's video support: it found "
           "video-embed-token-tie, which video_embed_token_tie.py confirms",
           "reports/confirm/aya_vision_token_counts.py": "transformers 5.25.0's Aya Vision token "
-          "counts: 5.25.0 is not in the default matrix yet",
-          "reports/confirm/cohere2_vision_native_heap.py": "native vLLM's heap corruption on "
-          "one thread with AVX-512 kernels (its inductor-compiled layer norm): an open problem, "
-          "not reproduced outside the engine yet"}
+          "counts: 5.25.0 is not in the default matrix yet"}
 
 
 def _finding(**extra) -> expectations.Finding:

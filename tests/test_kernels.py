@@ -140,3 +140,41 @@ def test_an_engine_cell_runs_on_the_build_vllm_picks_and_names_it(cap, tmp_path)
     assert len(verdicts) == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert verdicts[0]["status"] == "pass", verdicts[0]
     assert verdicts[0]["data"]["kernels"] == f"{expected.build} ({expected.cpu})"
+
+
+COMPILED_LAYER_NORM = """
+from conformance.subjects.kernels import cap_from_environ
+cap_from_environ()
+import torch
+
+@torch.compile(backend="inductor")
+def layer_norm(x, weight, eps: float):  # native Command R's layer_norm_func, as vLLM 0.31.0's
+    mean = x.mean(-1, keepdim=True)
+    variance = (x - mean).pow(2).mean(-1, keepdim=True)
+    return weight * ((x - mean) * torch.rsqrt(variance + eps))
+
+x, weight = torch.randn(1, 64), torch.randn(64)
+for _ in range(200):  # what it writes past its output lands in the allocations that follow
+    out = layer_norm(x, weight, 1e-5)
+    kept = [torch.empty(64) for _ in range(50)]
+expected = weight * torch.nn.functional.layer_norm(x, (64,), eps=1e-5)
+print(float((out - expected).abs().max()))
+"""
+
+
+@pytest.mark.e2e
+def test_a_capped_process_never_leaves_kernels_for_the_cpus_own_processes(tmp_path):
+    """torch.compile's cache keys a graph without the vector width it was written for: a graph
+    compiled under the AVX2 cap, built later for AVX-512 in an uncapped process, writes past
+    its buffers (glibc aborts: "corrupted size vs. prev_size"). The cap's processes cache their
+    kernels apart (kernels.inductor_cache_dir), so the uncapped one compiles its own."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+               OMP_NUM_THREADS="1")
+    env.pop(kernels.CAP_VARIABLE, None)
+    for cap in ("avx2", None):  # the capped process first: it fills the cache
+        run_env = dict(env, **({kernels.CAP_VARIABLE: cap} if cap else {}))
+        done = subprocess.run([sys.executable, "-c", COMPILED_LAYER_NORM], capture_output=True,
+                              text=True, env=run_env, cwd=ROOT, timeout=600)
+        assert done.returncode == 0, (cap, done.returncode, done.stderr[-300:])
+        assert float(done.stdout.split()[-1]) < 1e-5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inductor", "inductor-cpu-isa-avx2"]

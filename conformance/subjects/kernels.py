@@ -13,8 +13,10 @@ workers start).
 `CONFORMANCE_CPU_ISA=avx2` (or `avx512`: without BF16 or AMX) makes a process run as on a CPU
 with at most that instruction set: torch reports no more (so vLLM picks that build and every
 path it chooses by the CPU), torch's own kernels (`ATEN_CPU_CAPABILITY`) and oneDNN's
-(`ONEDNN_MAX_CPU_ISA`) use no more. Only lowering is possible; it is how a machine with AVX-512
-runs what a machine without it runs (tests, docs/testing.md).
+(`ONEDNN_MAX_CPU_ISA`) use no more, and torch.compile caches its kernels apart (a capped
+process's cached kernels would corrupt the memory of the CPU's own: `inductor_cache_dir`). Only
+lowering is possible; it is how a machine with AVX-512 runs what a machine without it runs
+(tests, docs/testing.md).
 
 `python -m conformance.subjects.kernels` prints the probe as JSON; with `--describe`, the line
 bootstrap prints, the probe asked in a child.
@@ -88,9 +90,29 @@ def cap_from_environ() -> None:
     os.environ.setdefault("ONEDNN_MAX_CPU_ISA", onednn)
     import torch
 
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir(  # read when inductor compiles
+        given, os.environ.get("TORCHINDUCTOR_CACHE_DIR") or None)
+
     for name in TORCH_REPORTS:
         if name not in kept and hasattr(torch.cpu, name):
             setattr(torch.cpu, name, lambda: False)
+
+
+def inductor_cache_dir(isa: str, given: str | None = None) -> str:
+    """Where torch.compile caches the kernels of a process capped at `isa`: beside the cache
+    the CPU's own processes use (`given`, TORCHINDUCTOR_CACHE_DIR, or torch's default), never
+    in it. Inductor vectorises its C++ for the width ATen reports (`ATEN_CPU_CAPABILITY`) but
+    keys its cached graphs without it, and builds a cached graph for the host: a graph written
+    under the AVX2 cap (8 floats a step) built for AVX-512 (16 a store) writes past its buffers
+    in every later uncapped process on the machine (torch 2.13; measured: native Command R's
+    compiled layer norm corrupted the heap of every cohere2_vision engine; tests/test_kernels.py
+    replays it with torch alone)."""
+    suffix = f"-cpu-isa-{isa}"
+    if given is None:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        given = default_cache_dir()
+    return given if given.endswith(suffix) else given + suffix  # a capped process's child
 
 
 def instruction_set() -> str:
