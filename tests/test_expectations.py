@@ -158,30 +158,36 @@ def test_readme_links_the_findings_document():
     assert "| fixture | check |" not in readme  # the generated table lives in docs/ now
 
 
-def test_the_findings_document_says_which_vllm_shows_each_finding():
+def test_the_findings_document_says_which_vllm_shows_each_finding(monkeypatch):
+    from conformance.checks import registry
+    from conformance.core import baseline
     from conformance.expectations import parse
-    from conformance.expectations.document import MEASURED_VLLMS, shown_on
+    from conformance.expectations.document import measured_vllms, shown_on
 
     def finding(**extra):
         return parse({"id": "x", "title": "t", "reason": "r", "fixtures": ["llava"],
                       "evidence": {"cache": ["differ"]}, **extra})
 
-    assert list(MEASURED_VLLMS) == ["0.31.0", "0.32.0", "0.33.0"]
-    assert [shown_on(finding(), v) for v in MEASURED_VLLMS] == ["yes", "yes", "yes"]
+    # what the baseline measured, derived from its cells: no hand list of releases
+    cells = ({"check": "model", "vllm": "0.31.0", "version": "5.17.0", "status": "pass"},
+             {"check": "cache", "vllm": "0.31.0", "version": "5.14.1", "status": "pass"},
+             {"check": "model", "vllm": "0.34.0", "version": "5.22.2", "status": "n/a"},
+             {"check": "cache", "vllm": "0.34.0", "version": "5.22.2", "status": "pass"},
+             {"check": "cache", "vllm": "0.33.0", "version": "5.20.2", "status": "pass"},
+             {"check": "model", "vllm": "0.33.0", "version": "5.20.2", "status": "pass"},
+             {"check": "model", "vllm": "0.32.0", "version": "5.17.0", "status": "pass"})
+    monkeypatch.setattr(baseline, "cells", lambda path=baseline.BASELINE: cells)
+    assert measured_vllms() == {"0.31.0": ("5.14.1", "5.17.0"), "0.32.0": ("5.17.0",),
+                                "0.33.0": ("5.20.2",), "0.34.0": ("5.22.2",)}
+    assert baseline.engines_not_run() == {"0.34.0"}
+    assert baseline.newest_engine_release() == "0.33.0"
+    assert [shown_on(finding(), v) for v in measured_vllms()] == ["yes"] * 4
     # a release whose engine never ran (every model cell n/a in the baseline): a finding of
-    # model-loading checks alone is not measured on it; 0.33.0's runs on CPU kernels grafted in
+    # model-loading checks alone is not measured on it
     model_only = parse({"id": "m", "title": "t", "reason": "r", "fixtures": ["llava"],
                         "evidence": {"model": ["differ"]}})
-    assert [shown_on(model_only, v) for v in MEASURED_VLLMS] == ["yes", "yes", "yes"]
-    from conformance.checks import registry
-    from conformance.expectations.document import ENGINE_CHECKS, engines_not_run
-
-    cells = [{"check": "model", "vllm": "0.31.0", "status": "pass"},
-             {"check": "model", "vllm": "0.33.0", "status": "n/a"},
-             {"check": "cache", "vllm": "0.33.0", "status": "pass"}]
-    assert engines_not_run(cells) == {"0.33.0"}
-
-    assert set(ENGINE_CHECKS) == {c.id for c in registry().values() if c.loads_model}
+    assert [shown_on(model_only, v) for v in measured_vllms()] == ["yes"] * 3 + ["not measured"]
+    assert set(baseline.ENGINE_CHECKS) == {c.id for c in registry().values() if c.loads_model}
     assert shown_on(finding(vllm="<0.32.0"), "0.32.0") == "fixed"
     assert shown_on(finding(vllm=">=0.32.0"), "0.31.0") == "no"
     # 0.32.0's window starts at 5.16.1: a Legacy-path finding cannot show there
@@ -190,9 +196,9 @@ def test_the_findings_document_says_which_vllm_shows_each_finding():
     # inside 0.32.0's window (5.16.x) but below every version its matrix ran
     assert shown_on(finding(versions=">=5.15,<5.17"), "0.32.0") == "not measured"
     text = findings_markdown()
-    assert ("| finding | title | transformers | vLLM | vLLM 0.31.0 | vLLM 0.32.0 | vLLM 0.33.0 |"
-            in text)
-    assert "- vLLM: all (shown by vLLM 0.31.0 yes, 0.32.0 yes, 0.33.0 yes)" in text
+    assert ("| finding | title | transformers | vLLM | vLLM 0.31.0 | vLLM 0.32.0 | vLLM 0.33.0 | "
+            "vLLM 0.34.0 |" in text)
+    assert "- vLLM: all (shown by vLLM 0.31.0 yes, 0.32.0 yes, 0.33.0 yes, 0.34.0 " in text
 
 
 # --- the evidence names its cause -----------------------------------------------------------

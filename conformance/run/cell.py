@@ -122,4 +122,7 @@ def kernels_ran_on(check: Check) -> dict[str, str]:
     if not check.loads_model or current().device != "cpu":
         return {}
     found = probe_kernels()
-    return {"kernels": f"{found.build} ({found.cpu})"} if found.build else {}
+    if not found.build:
+        return {}
+    return {"kernels": f"{found.build} ({found.cpu})", **({"runner": found.runner}
+                                                          if found.runner else {})}

@@ -32,11 +32,13 @@ from impl.version import in_range, parse_version, placeholder_strategy
 ENV_VERSION = "5.17.0"
 """The transformers version installed in the environment itself (vLLM 0.31.0's pin top)."""
 
-FULL_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.25.0")
+FULL_VERSIONS: tuple[str, ...] = ("5.12.1", "5.14.1", "5.15.1", "5.17.0", "5.20.2", "5.22.2",
+                                  "5.25.0")
 """The full matrix (`--versions full`, the nightly): two Legacy-path versions, two inside vLLM
-0.31.0's window, vLLM 0.33.0's pin top and the upgrade candidate (the newest release the team
-has confirmed; 5.24.0 until 2026-12-03, its cells in git history). Every vLLM under test runs
-every one of them (below a release's window a cell is `n/a`)."""
+0.31.0's window, vLLM 0.33.0's pin top (5.20.2), 0.34.0's (5.22.2) and the upgrade candidate
+(the newest release the team has confirmed; 5.24.0 until 2026-12-03, its cells in git
+history). Every vLLM under test runs every one of them (below a release's window a cell is
+`n/a`)."""
 
 DEFAULT_VERSIONS: tuple[str, ...] = FULL_VERSIONS[1:]
 """The main job's versions: the full matrix but 5.12.1, the oldest Legacy-path release (5.14.1

@@ -598,18 +598,31 @@ def _backend_config_default() -> list[Any]:
     from vllm.model_executor.models.transformers import multimodal
 
     mixin = multimodal.MultiModalMixin
-    original = mixin._get_image_features
 
-    def features(self: Any, pixel_values: Any, **kwargs: Any) -> Any:
+    def defaults(self: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         config = self.model.config
         for name in inspect.signature(self.model.get_image_features).parameters:
             default = class_default(config, name)
             if name not in kwargs and default is not dataclasses.MISSING and \
                     getattr(config, name, default) != default:
                 kwargs[name] = default
-        return original(self, pixel_values, **kwargs)
+        return kwargs
 
-    return [mock.patch.object(mixin, "_get_image_features", features)]
+    if hasattr(mixin, "_get_image_features"):  # vLLM 0.31.0, 0.32.0
+        original = mixin._get_image_features
+
+        def features(self: Any, pixel_values: Any, **kwargs: Any) -> Any:
+            return original(self, pixel_values, **defaults(self, kwargs))
+
+        return [mock.patch.object(mixin, "_get_image_features", features)]
+    modal = mixin._get_features  # 0.33.0 on: one method for every modality
+
+    def any_features(self: Any, modality: str, pixel_values: Any, **kwargs: Any) -> Any:
+        if modality == "image":
+            kwargs = defaults(self, kwargs)
+        return modal(self, modality, pixel_values, **kwargs)
+
+    return [mock.patch.object(mixin, "_get_features", any_features)]
 
 
 def swap_first_two(items: list) -> list:

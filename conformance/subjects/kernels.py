@@ -59,11 +59,13 @@ class Kernels:
     build: str | None  # the kernel library vLLM loaded ("_C_AVX2"); None: none loaded
     ready: bool  # whether the ops an engine needs are registered (torch.ops._C)
     reason: str | None = None  # why no engine can start on them (None: one can)
+    runner: str | None = None  # a runner other than vLLM's own choice (subjects/cpu_runner.py)
 
     def describe(self) -> str:
         if self.reason:
             return f"{self.cpu} CPU: {self.reason}"
-        return f"{self.cpu} CPU: vLLM's engine runs on its {self.build} kernels"
+        runner = f", in {self.runner}" if self.runner else ""
+        return f"{self.cpu} CPU: vLLM's engine runs on its {self.build} kernels{runner}"
 
     @classmethod
     def from_json(cls, raw: dict) -> Kernels:
@@ -158,6 +160,8 @@ def probe() -> Kernels:
     import torch
     from vllm.platforms import current_platform
 
+    from conformance.subjects import cpu_runner
+
     cpu = instruction_set()
     if not current_platform.is_cpu():  # its kernels are another device's: never loaded here
         return Kernels(cpu, None, False, f"vLLM's platform here is "
@@ -172,7 +176,9 @@ def probe() -> Kernels:
         reason = (f"vLLM loaded no kernels for this CPU ({', '.join(loaded) or 'none loaded'}; "
                   f"the build ships {shipped}; torch.ops._C.init_cpu_memory_env missing): its "
                   "engine cannot start here; its processing is tested, not its models")
-    return Kernels(cpu, build, ready, reason)
+    else:  # kernels are not enough where vLLM has no runner for this CPU (0.34.0 on x86)
+        reason = cpu_runner.unavailable()
+    return Kernels(cpu, build, ready, reason, cpu_runner.describe())
 
 
 def in_child(python: str | Path = sys.executable, env: dict[str, str] | None = None,

@@ -214,28 +214,7 @@ def engine_unavailable(device: str) -> str | None:
         return f"{build} runs on {current_platform.device_type}, not on the CPU"
     if device == "cpu" and (reason := kernels.probe().reason):
         return f"{build}: {reason}"
-    if device == "cpu" and (reason := cpu_runner_unavailable()):
-        return f"{build}: {reason}"
     return None
-
-
-def cpu_runner_unavailable() -> str | None:
-    """Why this vLLM's CPU platform has no model runner here (None: it has one). vLLM 0.34.0
-    runs x86 CPUs only with Triton (triton-cpu, on no package index): without it, its engine
-    refuses ('vLLM on x86 CPUs requires Triton (triton-cpu).') unless its standalone runner
-    is taken, which it takes only off x86 (`uses_standalone_cpu_model_runner`). Earlier
-    releases have no such method: they run without Triton on C++ stand-ins for its kernels."""
-    from vllm.platforms import CpuArchEnum, current_platform
-    from vllm.triton_utils import HAS_TRITON
-
-    standalone = getattr(current_platform, "uses_standalone_cpu_model_runner", None)
-    if HAS_TRITON or standalone is None or standalone():
-        return None
-    if current_platform.get_cpu_architecture() != CpuArchEnum.X86:
-        return None
-    return ("its CPU engine needs Triton on x86 (triton-cpu, on no package index: 'vLLM on x86 "
-            "CPUs requires Triton (triton-cpu).') and takes its standalone runner only off x86; "
-            "its processing is tested, not its models")
 
 
 def engine(path: str, impl: str, limits: Mapping[str, int], *, dtype: str | None = None,
