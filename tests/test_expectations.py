@@ -30,6 +30,22 @@ def test_a_known_failure_with_its_evidence_is_xfail_with_the_reason():
     assert f"[observed: {NEWLINES}]" in verdict.detail
 
 
+def test_the_backends_own_version_gate_is_n_a_beside_it_a_failure_is_judged():
+    """vLLM 0.34.0's backend refuses Aria below transformers 5.18.0 (`check_version`): the
+    release says it does not serve it there, as its window does; any other failure beside the
+    gate is judged as ever."""
+    key = CellKey("aria", "5.17.0", "vllm-backend", "model", vllm="0.34.0")
+    gate = ("backend: ImportError: Transformers modeling backend requires transformers>=5.18.0 "
+            "for Aria, but got 5.17.0")
+    verdict = judge(key, [Failure(gate), Failure("text only: " + gate)], exhaustive=True)
+    assert verdict.status == "n/a", verdict.detail
+    assert verdict.detail.startswith("the backend serves Aria from transformers 5.18.0 on, not "
+                                     "on 5.17.0")
+    other = judge(key, [Failure(gate), Failure("greedy token differs: native 3 vs backend 4")],
+                  exhaustive=True)
+    assert other.status == "fail"
+
+
 def test_the_same_kind_of_difference_without_the_cause_is_not_known():
     # the harness's words alone ("prompt ids differ") are no evidence: other ids differing in
     # the same cell (a BOS doubled) are a new failure

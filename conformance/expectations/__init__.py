@@ -48,6 +48,10 @@ class Finding:
     upstream: tuple[str, ...] = ()  # the vLLM / transformers issues or PRs filed for it (UPSTREAM)
     # the standalone scripts under reports/confirm/ that confirm it, from the repository root
     confirmed_by: tuple[str, ...] = ()
+    # the media a suite's cell must have compared for it to show (empty: any): a finding of
+    # video items cannot show where no video was drawn (above a release's window), so such a
+    # cell that passes is no stale finding (`stale_in`)
+    modalities: tuple[str, ...] = ()
 
     @functools.cached_property
     def checks(self) -> tuple[str, ...]:
@@ -77,6 +81,14 @@ class Finding:
         if vllm is not None and not matches(vllm.split("@", 1)[0], self.vllm):
             return False
         return matches(version, self.versions)
+
+    def stale_in(self, data: Mapping) -> bool:
+        """Whether a cell that passed with `data` shows it no longer: not where the cell
+        compared none of the media it needs (a suite's `compared_by_modality`)."""
+        compared = data.get("compared_by_modality")
+        if not self.modalities or not isinstance(compared, Mapping):
+            return True
+        return any(compared.get(modality) for modality in self.modalities)
 
     def options_on(self, fixture: str) -> tuple[str, ...]:
         """The options a failing case of `fixture` must set (`options`)."""
@@ -191,7 +203,7 @@ def confirming_scripts(raw: dict, root: Path = ROOT) -> tuple[str, ...]:
 def parse(raw: dict) -> Finding:
     unknown = set(raw) - {"id", "title", "reason", "fixtures", "evidence", "versions",
                           "subjects", "options", "whole_cell", "vllm", "side", "drift",
-                          "explains_error", "open", "upstream", "confirmed_by"}
+                          "explains_error", "open", "upstream", "confirmed_by", "modalities"}
     if unknown:
         raise ValueError(f"finding {raw.get('id')!r}: unknown keys {sorted(unknown)}")
     if raw.get("side", "backend") not in SIDES:
@@ -222,6 +234,7 @@ def parse(raw: dict) -> Finding:
         explains_error=bool(raw.get("explains_error", False)),
         open=open_reasons(raw),
         upstream=upstream_links(raw), confirmed_by=confirming_scripts(raw),
+        modalities=tuple(raw.get("modalities", ())),
     )
 
 

@@ -36,6 +36,23 @@ def stable_text(text: str) -> str:
     return _ADDRESS.sub("", text)
 
 
+# vLLM's backend refusing an architecture below a transformers version (`Base.check_version`,
+# 0.34.0's "for Aria" at 5.18.0): the release's own statement that it does not serve the
+# checkpoint on this version, as its transformers window is: no disagreement to judge
+_BACKEND_GATE = re.compile(r"Transformers modeling backend requires transformers>=(\S+) for "
+                           r"(.+?), but got (\S+)")
+
+
+def backend_gate(failures: list[Failure]) -> str | None:
+    """Why the cell is n/a where every failure is the backend's own version gate."""
+    found = [_BACKEND_GATE.search(f.evidence) for f in failures]
+    if not failures or not all(found):
+        return None
+    first = found[0]
+    return (f"the backend serves {first[2]} from transformers {first[1]} on, not on "
+            f"{first[3]} (its own version gate: '{first[0]}')")
+
+
 def _options_text(options: tuple[tuple[str, object], ...]) -> str:
     if not options:
         return ""
@@ -82,10 +99,12 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
                                   data, found.id)
         stale = expectations.applicable(key.fixture, key.check, key.version, key.subject,
                                         key.vllm)
-        if exhaustive and stale:
+        if exhaustive and stale and stale.stale_in(data):
             return Verdict.of(key, "xpass", f"listed as known but passed: {stale.reason}",
                               seconds, data, stale.id)
         return Verdict.of(key, "pass", "", seconds, data)
+    if gate := backend_gate(failures):
+        return Verdict.of(key, "n/a", gate, seconds, data)
     unknown = [f for f in failures if explained(f) is None]
     chosen = (unknown or failures)[0]
     data.update(chosen.extra)

@@ -36,6 +36,21 @@ def test_a_finding_that_no_longer_shows_is_xpass(monkeypatch, tmp_path):
     assert verdict.data["compared"] >= verdict.data["compared_floor"]
 
 
+def test_a_finding_of_media_the_cell_never_drew_is_not_stale(monkeypatch, tmp_path):
+    """A video finding in a cell that compared images only (above a release's window no
+    video is drawn) cannot have shown: the cell passes; where it needs images, it is xpass."""
+    findings = expectations.load()
+    for modality, status in (("video", "pass"), ("image", "xpass")):
+        stale = expectations.Finding(
+            id="llava-media", title="planted", reason="a finding of one medium",
+            fixtures=("llava",), evidence={"prompt-ids": ("prompt ids differ",)},
+            modalities=(modality,))
+        monkeypatch.setattr(expectations, "load", lambda path=None, s=stale: (*findings, s))
+        verdict = run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+        assert verdict.data["compared_by_modality"] == {"image": verdict.data["compared"]}
+        assert verdict.status == status, (modality, verdict.detail)
+
+
 def test_too_few_compared_cases_is_inconclusive_not_a_pass(monkeypatch, tmp_path):
     from conformance.subjects import context
 
