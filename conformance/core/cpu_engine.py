@@ -161,7 +161,7 @@ def topup_library(version: str, python: Path, log=print) -> Path:
     with building(target), tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         if (target / TOPUP_LIBRARY).is_file():
             return target / TOPUP_LIBRARY
-        log(f"building vLLM {version}'s CPU runner ops from its sources (once, about 2 min)")
+        log(f"building vLLM {version}'s CPU runner ops from its sources (once, about a minute)")
         work = Path(tmp)
         unpack(downloaded_sdist("vllm", version, work), work / "src", "csrc/cpu")
         cpu = work / "src" / "csrc" / "cpu"
