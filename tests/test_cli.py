@@ -217,3 +217,23 @@ def test_a_conformance_variable_nothing_reads_is_a_one_line_warning(monkeypatch,
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "warning: CONFORMANCE_CPUISA is set but no setting of this harness reads it" in err
+
+
+def test_a_setting_a_runner_takes_as_an_option_is_a_warning_there(monkeypatch, capsys,
+                                                                    tmp_path):
+    """CONFORMANCE_FAULT planted a fault before `--fault` existed: a runner fixes every
+    setting from its options, so the variable is said to be ignored, not silently dropped."""
+    from conformance.cli import main
+    from conformance.core.settings import ignored_by_runner
+
+    for name in ("CONFORMANCE_DEVICE", "CONFORMANCE_DTYPE", "CONFORMANCE_SEED",
+                 "CONFORMANCE_HYPOTHESIS_PROFILE", "CONFORMANCE_VLLM"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CONFORMANCE_FAULT", "backend-bos-doubled")
+    assert ignored_by_runner() == [("CONFORMANCE_FAULT", "--fault")]
+    main(["checks"])  # not a runner: nothing to say (pytest and workers read it)
+    assert "CONFORMANCE_FAULT" not in capsys.readouterr().err
+    main(["check", str(tmp_path / "not-a-checkpoint")])
+    err = capsys.readouterr().err
+    assert ("warning: CONFORMANCE_FAULT is set but `conformance check` takes --fault instead "
+            "(ignored)") in err

@@ -22,7 +22,7 @@ from conformance.cli.results import (
     cmd_merge,
 )
 from conformance.cli.run import cmd_run
-from conformance.core.settings import unknown_variables
+from conformance.core.settings import RUNNERS, ignored_by_runner, unknown_variables
 from conformance.paths import REPORTS_DIR
 from conformance.run.versions import DEFAULT_VERSIONS, FULL_VERSIONS
 
@@ -185,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in unknown_variables():  # a typo, or a setting that no longer exists
         print(f"warning: {name} is set but no setting of this harness reads it (ignored)",
               file=sys.stderr)
+    if args.command in RUNNERS:
+        for name, option in ignored_by_runner():
+            print(f"warning: {name} is set but `conformance {args.command}` takes {option} "
+                  "instead (ignored)", file=sys.stderr)
     try:
         return args.func(args)
     except (KeyError, ValueError, RuntimeError, OSError) as error:

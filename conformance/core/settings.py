@@ -40,6 +40,17 @@ def unknown_variables(environ: dict[str, str] | None = None) -> list[str]:
     return sorted(n for n in environ if n.startswith("CONFORMANCE_") and n not in known)
 
 
+# The commands that fix every setting from their options (`use`): there the variables of
+# ENVIRON are not read (CONFORMANCE_FAULT was how a fault was planted before `--fault`)
+RUNNERS = ("run", "check", "bisect")
+
+
+def ignored_by_runner(environ: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(variable, the option a runner takes instead) for each ENVIRON variable set."""
+    environ = dict(os.environ if environ is None else environ)
+    return [(var, f"--{name}") for name, var in ENVIRON.items() if environ.get(var)]
+
+
 @dataclass(frozen=True)
 class Settings:
     device: str = "cpu"
