@@ -6,7 +6,7 @@ from xml.etree import ElementTree
 
 from conformance.core.signatures import signature
 from conformance.paths import ROOT
-from conformance.results import gate, portable, report
+from conformance.results import gate, gate_report, portable, report
 from conformance.results.verdict import Verdict
 
 NEWLINES = "gemma3-offsets-newlines"  # a finding in findings.toml
@@ -133,7 +133,7 @@ def test_gate_fails_on_a_regression_and_lists_fixes_and_known():
     assert not result.ok
     assert [now.key.fixture for _, now in result.regressions] == ["llava"]
     assert [now.key.fixture for _, now in result.fixed] == ["idefics3"]
-    text = gate.render(result)
+    text = gate_report.render(result)
     assert "REGRESSIONS (1)" in text and "hash depends on its neighbours" in text
     assert "KNOWN FAILURES (1)" in text and "gate: FAIL" in text
     assert gate.compare(baseline, baseline).ok
@@ -145,7 +145,7 @@ def test_gate_groups_known_failures_by_finding_and_names_newly_known_ones():
     result = gate.compare(baseline, with_findings(), accept=frozenset({NEWLINES}))
     assert result.ok  # a known failure is no failure of the gate once accepted
     assert [now.subject for _, now in result.accepted] == ["vllm-backend"]
-    lines = gate.render(result).splitlines()
+    lines = gate_report.render(result).splitlines()
     at = lines.index("KNOWN FAILURES (3), by the 1 finding(s) that explain them")
     assert lines[at + 1:at + 6] == [
         f"  {NEWLINES} (2 cells): {NEWLINES_TITLE}",
@@ -166,7 +166,7 @@ def test_a_newly_known_cell_fails_the_gate_unless_its_finding_is_accepted():
     refused = gate.compare(baseline, now)
     assert not refused.ok and [v.finding for _, v in refused.newly_known] == [NEWLINES]
     assert "NEWLY KNOWN (1): passed in the baseline, a known failure now, not accepted" \
-        in gate.render(refused)
+        in gate_report.render(refused)
     assert not gate.compare(baseline, now, accept=frozenset({"another-finding"})).ok
     for accept in ({NEWLINES}, {"*"}):
         result = gate.compare(baseline, now, accept=frozenset(accept))
@@ -191,7 +191,7 @@ def test_a_known_cell_with_a_new_difference_fails_the_gate():
     assert not result.ok and result.known_compared == 1
     [change] = result.known_changed
     assert change.reasons == ["a new difference: impl: prompt ids differ at position 4"]
-    text = gate.render(result)
+    text = gate_report.render(result)
     assert "KNOWN IN BOTH, CHANGED (1)" in text and "gate: FAIL" in text
     # an integer is part of what differs: another position is another difference
     moved = known_cell(DRIFT.replace("position 2", "position 3"))
@@ -199,7 +199,7 @@ def test_a_known_cell_with_a_new_difference_fails_the_gate():
     # fewer differences now: listed, not a failure
     narrowed = gate.compare([now], [was])
     assert narrowed.ok and len(narrowed.narrowed) == 1
-    assert "NARROWED (1)" in gate.render(narrowed)
+    assert "NARROWED (1)" in gate_report.render(narrowed)
 
 
 def test_a_known_cell_another_finding_explains_now_fails_the_gate():
@@ -259,7 +259,7 @@ def test_a_set_of_names_printed_in_another_order_is_the_same_difference():
 def test_the_gate_says_how_many_cells_it_compared():
     baseline = verdicts()
     current = baseline[1:] + [Verdict("llava", "5.24.0", "cache", "pass", subject="impl")]
-    first, second = gate.render(gate.compare(baseline, current)).splitlines()[:2]
+    first, second = gate_report.render(gate.compare(baseline, current)).splitlines()[:2]
     # 5.24.0 is compared with the baseline's 5.20.2, where llava has no cache cell
     assert first == ("compared 4 cells with the baseline (1 only in this run, 2 only in the "
                      "baseline: not compared); xfail in both: 1, findings and signatures compared")
@@ -270,7 +270,7 @@ def test_the_gate_says_how_many_cells_it_compared():
 def test_a_long_list_of_known_cells_is_wrapped_between_labels():
     cells = [Verdict(f"fixture{i}", "5.17.0", "placeholders", "xfail", subject="vllm-backend",
                      finding=NEWLINES) for i in range(12)]
-    text = gate.render(gate.compare([], cells))
+    text = gate_report.render(gate.compare([], cells))
     labels = [line for line in text.splitlines() if line.startswith("    fixture")]
     assert len(labels) > 1 and all(len(line) <= 100 for line in labels)
     assert ", ".join(line.strip().rstrip(",") for line in labels).count("@5.17.0") == 12

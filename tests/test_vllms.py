@@ -83,8 +83,10 @@ def test_any_release_of_the_index_is_a_release_the_catalogue_need_not_list(monke
         return subprocess.CompletedProcess(args, 1, "", "ERROR: No matching distribution "
                                            "found for vllm==0.99.0")
 
-    monkeypatch.setattr(vllms, "cache_dir", lambda: Path(tempfile.mkdtemp()))
-    monkeypatch.setattr(vllms.subprocess, "run", no_wheel)
+    from conformance.core import package_index
+
+    monkeypatch.setattr(package_index, "cache_dir", lambda: Path(tempfile.mkdtemp()))
+    monkeypatch.setattr(package_index.subprocess, "run", no_wheel)
     with pytest.raises(RuntimeError, match="vLLM 0.99.0 has no build for this machine and its "
                        "wheel could not be fetched: ERROR: No matching distribution"):
         vllms.parse("0.99.0")
@@ -97,7 +99,9 @@ def test_a_release_facts_come_from_its_unpacked_wheel_where_nothing_else_has_the
     wheel = tmp_path / "vllm-wheels" / "vllm-0.34.0"
     (wheel / "vllm").mkdir(parents=True)
     (wheel / "vllm" / "__init__.py").write_text("")
-    monkeypatch.setattr(vllms, "cache_dir", lambda: tmp_path)
+    from conformance.core import package_index
+
+    monkeypatch.setattr(package_index, "cache_dir", lambda: tmp_path)
     asked = []
     facts = vllm_facts.Facts("0.34.0", "vllm", ">=5.16.1,<5.23.0",
                              ("AriaForConditionalGeneration",))
@@ -303,7 +307,8 @@ def test_gate_compares_a_vllm_with_the_baselines_of_another():
 
 
 def test_gate_fails_a_known_failure_that_is_bad_now():
-    from conformance.results.gate import compare, render
+    from conformance.results.gate import compare
+    from conformance.results.gate_report import render
 
     baseline = [Verdict("internvl", "5.17.0", "cache", "xfail", subject="impl",
                         finding="internvl-processor-shadowed"),

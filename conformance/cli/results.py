@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from conformance.results import gate, report
+    from conformance.results import gate, gate_report, report
 
     baseline, _ = report.read_results(Path(args.baseline))
     current, _ = report.read_results(Path(args.results))
@@ -30,10 +30,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
     reason = (gate.nothing_compared(baseline, current, result.pairs)
               if result.status == "nothing-compared" else "")
     if args.json:
-        print(json.dumps({**gate.as_json(result, diffs), "reason": reason}, indent=2))
+        print(json.dumps({**gate_report.as_json(result, diffs), "reason": reason}, indent=2))
     else:
-        print("\n".join(gate.release_lines(diffs, args.details)
-                        + [(gate.render if args.details else gate.summary)(result)]))
+        print("\n".join(gate_report.release_lines(diffs, args.details)
+                        + [(gate_report.render if args.details else gate_report.summary)(result)]))
     if reason:  # no verdict: never a pass
         return fail(f"gate compared no cell with {args.baseline}: {reason}")
     return result.exit_code

@@ -13,6 +13,7 @@ from conformance.core.settings import Settings
 from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
 from conformance.results.verdict import BAD, CellKey, Verdict
+from conformance.run.environments import ensure_env
 from conformance.run.session import Session
 from conformance.run.versions import (
     ENV_VERSION,
@@ -81,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finished = {v.key for v in done}
     todo = [c for c in cells if c not in finished]
     for label in {c.vllm for c in todo if not vllm_axis.unsupported(c.vllm, c.version)}:
-        vllm_axis.ensure_env(under_test[label], log=lambda m: print(m, flush=True))
+        ensure_env(under_test[label], log=lambda m: print(m, flush=True))
     try:
         kernels = kernel_builds(under_test, args.device)
     except ValueError as error:

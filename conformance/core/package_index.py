@@ -10,8 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from pathlib import Path
+
+from conformance.paths import cache_dir
+from fixtures.cache import building
 
 PYPI = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -90,3 +94,29 @@ def unpack(archive: Path, target: Path, members: str) -> None:
     if not chosen:
         shutil.rmtree(target, ignore_errors=True)
         raise RuntimeError(f"{archive.name} has nothing under {members}")
+
+
+def wheel_folder(version: str) -> Path:
+    """Where a release's wheel is unpacked in the cache (`unpacked_wheel`)."""
+    return cache_dir() / "vllm-wheels" / f"vllm-{version}"
+
+
+def unpacked_wheel(version: str) -> Path:
+    """vLLM `version`'s wheel from the package index, unpacked into the cache (once)."""
+    import zipfile
+
+    target = wheel_folder(version)
+    if (target / "vllm" / "__init__.py").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with building(target), tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        if (target / "vllm" / "__init__.py").is_file():  # another process fetched it
+            return target
+        downloaded = downloaded_wheel(f"vllm=={version}", Path(tmp),
+                                      f"vLLM {version} has no build for this machine "
+                                      "and its wheel could not be fetched")
+        unpacked = Path(tmp) / "unpacked"
+        with zipfile.ZipFile(downloaded) as wheel:
+            wheel.extractall(unpacked)
+        os.replace(unpacked, target)
+    return target

@@ -20,15 +20,13 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.core import baseline, cpu_engine, vllm_facts
-from conformance.core.package_index import downloaded_wheel
+from conformance.core.package_index import unpacked_wheel, wheel_folder
 from conformance.core.settings import current
-from conformance.paths import ENV_DIR, ROOT, cache_dir
-from fixtures.cache import building
+from conformance.paths import ENV_DIR, ROOT
 from impl.version import in_range, parse_version
 
 DEFAULT_VLLM = "0.31.0"
@@ -363,7 +361,7 @@ def parse(spec: str) -> VllmUnderTest:
     # the default release's environment where it imports there (the same cells on every
     # machine, whichever other environments it has built), else the newest it imports in; its
     # engine cannot start here (its model cells say so)
-    wheel = unpacked_wheel(found)
+    wheel = unpacked_wheel(found.version)
     home = fitting_release(wheel, found.version, prefer=DEFAULT_VLLM)
     if "cpu" in found.builds or flavor() != "cpu":
         return VllmUnderTest(spec, home, wheel)
@@ -380,32 +378,6 @@ def flavor() -> str:
     """`gpu` where the environments are CUDA builds (as scripts/bootstrap.py decides)."""
     chosen = os.environ.get("CONFORMANCE_FLAVOR")
     return chosen or ("gpu" if shutil.which("nvidia-smi") else "cpu")
-
-
-def wheel_folder(version: str) -> Path:
-    """Where a release's wheel is unpacked in the cache (`unpacked_wheel`)."""
-    return cache_dir() / "vllm-wheels" / f"vllm-{version}"
-
-
-def unpacked_wheel(found: Release) -> Path:
-    """The release's wheel from the package index, unpacked into the cache (once)."""
-    import zipfile
-
-    target = wheel_folder(found.version)
-    if (target / "vllm" / "__init__.py").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with building(target), tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        if (target / "vllm" / "__init__.py").is_file():  # another process fetched it
-            return target
-        downloaded = downloaded_wheel(f"vllm=={found.version}", Path(tmp),
-                                      f"vLLM {found.version} has no build for this machine "
-                                      "and its wheel could not be fetched")
-        unpacked = Path(tmp) / "unpacked"
-        with zipfile.ZipFile(downloaded) as wheel:
-            wheel.extractall(unpacked)
-        os.replace(unpacked, target)
-    return target
 
 
 def installed_version() -> str | None:
@@ -521,47 +493,6 @@ def above_window(label: str, transformers: str) -> bool:
     found = facts_of(label)
     high = found.window[1] if found else None
     return high is not None and not in_range(transformers, None, high)
-
-
-def ensure_env(under_test: VllmUnderTest, log=print) -> Path:
-    """The release's environment, built on demand (by scripts/bootstrap.py) and checked: a
-    folder's vllm must be the one its workers import."""
-    python = under_test.python
-    found = under_test.home
-    if isinstance(found, Environment):
-        check_harness_imports(under_test)
-    elif found.version != DEFAULT_VLLM:
-        stamp = found.venv / ".conformance-env"
-        if not (python.exists() and stamp.exists()):
-            log(f"building the environment of vLLM {found.version} ({found.venv})")
-        result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bootstrap.py"), "env",
-                                 "--vllm", found.version], capture_output=True, text=True)
-        if result.returncode != 0:
-            tail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
-            raise RuntimeError(f"vLLM {found.version}'s environment: "
-                               f"{(tail or ['no output'])[0].removeprefix('[bootstrap] error: ')}")
-    if under_test.source is not None:
-        env = under_test.environ(dict(os.environ))
-        origin = subprocess.run(
-            [str(python), "-c", "import importlib.util; print(importlib.util.find_spec('vllm')"
-             ".origin)"], capture_output=True, text=True, env=env).stdout.strip()
-        if not origin.startswith(str(under_test.source)):
-            raise RuntimeError(f"{under_test.source}'s vllm is not the one imported (got "
-                               f"{origin or 'none'}): is PYTHONPATH set in a way that wins?")
-    return python
-
-
-def check_harness_imports(under_test: VllmUnderTest) -> None:
-    """A given environment runs the workers: the harness's modules and what they need must
-    import there (this checkout's modules are on its path; their dependencies are not)."""
-    env = under_test.environ(dict(os.environ))
-    done = subprocess.run([str(under_test.python), "-c", "import conformance.run.worker"],
-                          capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"the environment of {under_test.python} cannot run the harness's "
-                           f"workers ({tail}): pip install this project there "
-                           f"(`{under_test.python} -m pip install -e {ROOT}`)")
 
 
 def current_label() -> str:

@@ -46,10 +46,11 @@ def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None,
     vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0)."""
     from conformance.core import vllms
     from conformance.core.settings import current
+    from conformance.run.environments import ensure_env
     from conformance.run.session import Session
 
     under_test = vllms.parse(vllm or vllms.DEFAULT_VLLM)
-    vllms.ensure_env(under_test)
+    ensure_env(under_test)
 
     def probe(version: str) -> Verdict:
         key = CellKey(fixture, version, subject, check, under_test.label)

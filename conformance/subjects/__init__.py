@@ -1,7 +1,7 @@
 """Subjects and oracles: one small adapter each, all answering with `impl.ProcessedPrompt`
 (`protocol.Subject`).
 
-- `impl`: our reference implementation (optionally with a planted fault, see faults.py);
+- `impl`: our reference implementation (optionally with a planted fault, see faults/);
 - `vllm-backend`: vLLM's in-tree Transformers backend processor (`model_impl="transformers"`);
 - `vllm-native`: vLLM's native processor for the architecture (the oracle);
 - `hf`: the HF processor's own expansion, a second oracle that needs no vLLM model.
