@@ -230,6 +230,7 @@ def test_a_setting_a_runner_takes_as_an_option_is_a_warning_there(monkeypatch, c
                  "CONFORMANCE_HYPOTHESIS_PROFILE", "CONFORMANCE_VLLM"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CONFORMANCE_FAULT", "backend-bos-doubled")
+    monkeypatch.setenv("CONFORMANCE_HYPOTHESIS_PROFILE", "ci")  # CI's, for its pytest runs
     assert ignored_by_runner() == [("CONFORMANCE_FAULT", "--fault")]
     main(["checks"])  # not a runner: nothing to say (pytest and workers read it)
     assert "CONFORMANCE_FAULT" not in capsys.readouterr().err
