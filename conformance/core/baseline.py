@@ -28,23 +28,36 @@ def cells(path: Path = BASELINE) -> tuple[dict, ...]:
 
 def measured(found: tuple[dict, ...] | None = None) -> dict[str, tuple[str, ...]]:
     """vLLM release -> the transformers versions it was measured on, oldest first."""
-    versions: dict[str, set[str]] = {}
-    for cell in cells() if found is None else found:
-        versions.setdefault(cell.get("vllm", "0.31.0"), set()).add(cell["version"])
-    return {vllm: tuple(sorted(v, key=parse_version))
-            for vllm, v in sorted(versions.items(), key=lambda item: parse_version(item[0]))}
+    return _summary(tuple(cells() if found is None else found))[0]
 
 
 def engines_not_run(found: tuple[dict, ...] | list[dict] | None = None) -> frozenset[str]:
     """The releases whose engine never ran (every model-level cell `n/a`: a build with no
     engine on the machine that measured it): a finding of model-loading checks alone is not
     measured on them."""
+    return _summary(tuple(cells() if found is None else found))[1]
+
+
+# the last cells summarised, kept by identity: the findings document asks for every finding
+# and release, and one pass over the baseline's 8820 cells serves all of them
+_LAST: list[tuple[tuple[dict, ...], tuple[dict[str, tuple[str, ...]], frozenset[str]]]] = []
+
+
+def _summary(found: tuple[dict, ...]) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    if _LAST and _LAST[0][0] is found:
+        return _LAST[0][1]
+    versions: dict[str, set[str]] = {}
     ran: dict[str, bool] = {}
-    for cell in cells() if found is None else found:
+    for cell in found:
+        vllm = cell.get("vllm", "0.31.0")
+        versions.setdefault(vllm, set()).add(cell["version"])
         if cell["check"] in ENGINE_CHECKS:
-            vllm = cell.get("vllm", "0.31.0")
             ran[vllm] = ran.get(vllm, False) or cell["status"] != "n/a"
-    return frozenset(vllm for vllm, any_ran in ran.items() if not any_ran)
+    summary = ({vllm: tuple(sorted(v, key=parse_version))
+                for vllm, v in sorted(versions.items(), key=lambda item: parse_version(item[0]))},
+               frozenset(vllm for vllm, any_ran in ran.items() if not any_ran))
+    _LAST[:] = [(found, summary)]
+    return summary
 
 
 def newest_engine_release(found: tuple[dict, ...] | None = None) -> str | None:
