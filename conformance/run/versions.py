@@ -27,7 +27,7 @@ from conformance.core.vllm_facts import read_pins
 from conformance.core.vllms import DEFAULT_VLLM, Release, facts_of, where
 from conformance.paths import ENV_DIR, cache_dir
 from fixtures.cache import building
-from impl.version import in_range, parse_version, placeholder_strategy
+from impl.version import in_range, is_release, parse_version, placeholder_strategy
 
 ENV_VERSION = "5.17.0"
 """The transformers version installed in the environment itself (vLLM 0.31.0's pin top)."""
@@ -384,10 +384,7 @@ def index_releases(package: str = "transformers") -> list[str]:
         raise RuntimeError(f"cannot list {package} releases from the package index: "
                            + (out.stderr.strip().splitlines() or ["no output"])[-1])
     found = (v.strip() for v in match.group(1).split(","))
-    return sorted((v for v in found if _STABLE.match(v)), key=parse_version)
-
-
-_STABLE = re.compile(r"^\d+\.\d+\.\d+$")
+    return sorted((v for v in found if is_release(v)), key=parse_version)
 
 
 def newest_installable(releases: Iterable[str], vllm: str = DEFAULT_VLLM,

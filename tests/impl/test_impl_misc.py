@@ -87,3 +87,13 @@ def test_map_tensors_maps_every_tensor_and_keeps_plain_leaves() -> None:
     assert torch.equal(mapped["ids"], torch.full((2,), 2.0))
     assert mapped["offsets"] == [[entry]] and mapped["offsets"][0][0] is not entry
     assert torch.equal(mapped["pair"][0], torch.ones(1)) and mapped["pair"][1] == 2
+
+
+@pytest.mark.parametrize(("text", "release"), [
+    ("5.25.0", True), ("0.34.0", True), ("5.15.0rc1", False), ("0.34.0.dev3", False),
+    ("0.34.0.dev3@ci-venv", False), ("5.23", False), ("1!5.0.0", False), ("5.0.0+cpu", False),
+    ("05.0.0", False), ("not a version", False)])
+def test_a_release_is_major_minor_patch_as_written(text: str, release: bool) -> None:
+    from impl.version import is_release
+
+    assert is_release(text) is release
