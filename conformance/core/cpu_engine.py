@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -95,9 +96,9 @@ def statement(text: str, start: int) -> str:
     depth, i, quoted = 0, start, False
     while i < len(text):
         char = text[i]
-        if quoted:
+        if quoted:  # inside a string literal: an escaped character is skipped whole
+            quoted = char == "\\" or char != '"'
             i += 2 if char == "\\" else 1
-            quoted = char != '"' if char != "\\" else True
             continue
         if char == '"':
             quoted = True
@@ -115,11 +116,9 @@ def bindings(source: str, ops: tuple[str, ...]) -> str:
     """A `TORCH_LIBRARY_FRAGMENT(_C, ...)` registering `ops` as the release's own
     torch_bindings.cpp does: its declarations and its `ops.def`/`ops.impl` statements, copied;
     an op it does not define is a one-line error."""
-    import re
-
     declarations, registrations = [], []
+    calls = [statement(source, m.start()) for m in re.finditer(r"ops\.(?:def|impl)\(", source)]
     for op in ops:
-        calls = [statement(source, m.start()) for m in re.finditer(r"ops\.(?:def|impl)\(", source)]
         mine = [c for c in calls if re.search(rf'^ops\.\w+\(\s*"{op}[("]', c)]
         if not mine:
             raise RuntimeError(f"the release's torch_bindings.cpp defines no op {op}")
