@@ -35,6 +35,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from conformance.subjects import cpu_runner
+
 CAP_VARIABLE = "CONFORMANCE_CPU_ISA"
 # instruction sets, highest first: the name a cap takes -> (torch's reports it keeps, torch's
 # ATEN_CPU_CAPABILITY, oneDNN's ONEDNN_MAX_CPU_ISA)
@@ -159,8 +161,6 @@ def probe() -> Kernels:
     """Ask this process's vLLM to load its CPU kernels, its own way, and read what it loaded."""
     import torch
     from vllm.platforms import current_platform
-
-    from conformance.subjects import cpu_runner
 
     cpu = instruction_set()
     if not current_platform.is_cpu():  # its kernels are another device's: never loaded here
