@@ -13,7 +13,7 @@ from typing import Any
 
 from conformance.cli.common import fail
 from conformance.expectations import coverage as catalogue
-from conformance.inputs.coverage import BACKEND_ONLY, FALLBACK
+from conformance.inputs.coverage import BACKEND_ONLY, FALLBACK, NATIVE
 from conformance.paths import ROOT
 
 TABLE_DOC = ROOT / "docs" / "coverage.md"
@@ -91,19 +91,30 @@ def model_rows(probes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def readme_table(probes: list[dict[str, Any]], fixtures: dict[str, list[str]],
                  known: catalogue.Catalogue) -> list[str]:
-    """The README's architecture table: the model types with a fixture, the oldest version of
-    the matrix that ships each, and the counts `table` closes with (every other model type is
-    in docs/coverage.md)."""
+    """The README's architecture table, compact (the README has a size budget): per route of
+    vLLM's registry, the model types with a fixture, each noted with its fixtures where they
+    are named otherwise, experts and the oldest version of the matrix that ships it where that
+    is not the oldest; then the counts `table` closes with (docs/coverage.md has every model
+    type, a row each)."""
     versions = [p["transformers"] for p in probes]
     rows = model_rows(probes)
-    lines = ["| model type | class | vLLM | MoE | fixtures | from transformers |",
-             "|---|---|---|---|---|---|"]
+    by_route: dict[str, list[str]] = {}
     for model_type, row in sorted(rows.items()):
-        if row["architecture"] in fixtures:
-            first = next(v for v in versions if v in row["in"])
-            lines.append(f"| {model_type} | {row['architecture']} | {row['vllm']} | "
-                         f"{'yes' if row['moe'] else ''} | "
-                         f"{', '.join(fixtures[row['architecture']])} | {first} |")
+        if row["architecture"] not in fixtures:
+            continue
+        names = fixtures[row["architecture"]]
+        first = next(v for v in versions if v in row["in"])
+        notes = ([f"fixture{'s' if len(names) > 1 else ''} {', '.join(names)}"]
+                 if names != [model_type] else [])
+        notes += ["MoE"] if row["moe"] else []
+        notes += [f"from {first}"] if first != versions[0] else []
+        by_route.setdefault(row["vllm"], []).append(
+            model_type + (f" ({'; '.join(notes)})" if notes else ""))
+    order = [NATIVE, BACKEND_ONLY, FALLBACK]
+    lines = ["| vLLM | model types with a fixture (shipped from transformers "
+             f"{versions[0] if versions else '?'} unless noted) |", "|---|---|"]
+    for route in sorted(by_route, key=lambda r: order.index(r) if r in order else len(order)):
+        lines.append(f"| {route} ({len(by_route[route])}) | {', '.join(by_route[route])} |")
     return [*lines, "", summary_line(rows, fixtures, known)]
 
 
