@@ -314,7 +314,7 @@ def test_an_error_detail_starts_with_its_innermost_cause_and_its_log_has_the_res
     assert verdict.detail.startswith("ValueError: Found 300 <|video|> tokens in the text but "
                                      "no videos were passed (raised as ValueError: Failed to "
                                      "apply Glm4vProcessor on data=")
-    assert len(verdict.detail) <= CAUSE_CHARS and verdict.data["differences"] == [verdict.detail]
+    assert len(verdict.detail) <= CAUSE_CHARS and verdict.evidence.texts() == [verdict.detail]
     log = (tmp_path / verdict.log).read_text()
     assert "<|video|>" * 1500 in log and log.count("Traceback (most recent call last)") == 2
     # a cell that is not bad keeps no log

@@ -26,6 +26,15 @@ def cells(path: Path = BASELINE) -> tuple[dict, ...]:
         return ()
 
 
+def shown_evidence(cell: dict) -> str:
+    """The difference a cell's verdict shows, whole, read from its evidence (results.json's
+    `evidence`, results/evidence.py); "" where it has none (a pass, an n/a)."""
+    evidence = cell.get("evidence")
+    if not evidence:
+        return ""
+    return evidence.get("whole") or evidence["differences"][evidence.get("shown", 0)]["text"]
+
+
 def measured(found: tuple[dict, ...] | None = None) -> dict[str, tuple[str, ...]]:
     """vLLM release -> the transformers versions it was measured on, oldest first."""
     return _summary(tuple(cells() if found is None else found))[0]

@@ -6,7 +6,6 @@ committed file equal to what `findings_markdown()` renders from findings.toml.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections import defaultdict
 from pathlib import Path
@@ -139,8 +138,7 @@ def _observed(cells: list[dict]) -> list[str]:
         where = sorted({f"{c['fixture']}/{c['check']}" for c in group})
         lines.append(f"- {version}: {len(group)} cell(s): {', '.join(where)}")
         for cell in group:
-            match = re.search(r"\[observed: (.*?)\](?: \(|$)", cell["detail"], re.S)
-            evidence = match.group(1) if match else cell["detail"]
+            evidence = baseline.shown_evidence(cell)
             versions, _ = signatures.setdefault(difference_kind(cell["check"], evidence),
                                                 ([], " ".join(evidence.split())[:200]))
             if version not in versions:

@@ -42,6 +42,8 @@ from conformance.inputs.media import (
     video_metadata,
 )
 from conformance.results import processing_reproducer
+from conformance.results.cells import one_line
+from conformance.results.evidence import Difference
 from conformance.results.verdict import Verdict
 from conformance.subjects import hf_expansion
 from fixtures.recipe import Recipe
@@ -68,8 +70,9 @@ def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
     if verdict.subject != SUBJECT or verdict.check not in CHECKS or \
             verdict.status in ("pass", "n/a"):
         return None
-    evidence = verdict.detail.split(" [observed: ", 1)[-1]
-    oracle = "hf" if "vs hf:" in evidence or not recipe.native_in_vllm else "vllm"
+    # the difference the verdict shows (none where no judge saw one: a crash, an xpass)
+    shown = verdict.evidence.first if verdict.evidence else Difference("", "")
+    oracle = "hf" if shown.reference == "hf" or not recipe.native_in_vllm else "vllm"
     if verdict.check == "processing":
         from conformance.checks.processing import smoke_case
 
@@ -81,25 +84,24 @@ def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
     case = Case.from_json(verdict.data["case"])
     compare = "ids" if verdict.check == "prompt-ids" else "ids+placeholders"
     if verdict.check == "errors":
-        case = failing_variant(case, recipe, path, evidence)
+        case = failing_variant(case, recipe, path, shown.input)
         if case is None:
             return None
         compare = "error"
-    # a difference of the option forms sub-property names the form first
-    form = case.option_form if case.option_form and evidence.startswith(
-        f"{case.option_form} ") else ""
+    # a difference of the option forms sub-property was found in the case's form
+    form = case.option_form if case.option_form and shown.input == case.option_form else ""
     return Request(case.prompt(recipe.placeholder[case.modality]), case.modality, case.media,
                    case.processor_kwargs, oracle, compare, form)
 
 
-def failing_variant(case: Case, recipe: Recipe, path: str, evidence: str) -> Case | None:
-    """The input the errors check fed when it failed: one of its variants of the case."""
+def failing_variant(case: Case, recipe: Recipe, path: str, what: str) -> Case | None:
+    """The input the errors check fed when it failed: its variant of the case that `what`
+    (the difference's `input`) names."""
     from conformance.checks.errors import cases_for
     from conformance.subjects.context import make_context
 
     ctx = make_context(recipe.name, SUBJECT, path=path, recipe=recipe)
-    return next((bad for bad, _, what, _ in cases_for(ctx, case) if evidence.startswith(what)),
-                None)
+    return next((bad for bad, _, said, _ in cases_for(ctx, case) if said == what), None)
 
 
 MODEL_CHECKS = ("model", "generate", "encoder", "mrope")
@@ -124,10 +126,12 @@ def model_inputs(verdict: Verdict, recipe: Recipe, path: str) -> tuple[str, str,
 
     if verdict.check == "mrope":
         prompts = mrope_prompts(recipe)
-        _, prompt, count = next((p for p in prompts if repr(p[0]) in verdict.detail),
+        failed = [row["prompt"] for row in verdict.data.get("prompts", ())
+                  if row.get("problems")]
+        _, prompt, count = next((p for p in prompts if failed and p[0] == failed[0]),
                                 prompts[0])
         return prompt, "image", mrope_media(count)
-    if verdict.check == "encoder" and f"'{NESTED}'" in verdict.detail:
+    if verdict.check == "encoder" and verdict.data.get(NESTED, {}).get("problems"):
         media = nested_media(recipe, path)
         if media is not None:
             return recipe.render_prompt(media[0].modality, len(media)), media[0].modality, \
@@ -220,7 +224,7 @@ def script(request: Request, verdict: Verdict, *, statement: str, checkpoint: st
     oracle = ("native vLLM's processor for the same checkpoint (model_impl=\"vllm\")"
               if request.oracle == "vllm" else "the HF processor's own expansion")
     items = ", ".join(m.describe() for m in request.media)
-    observed = " ".join(verdict.detail.split())
+    observed = one_line(verdict.detail, None)
     usage = "[CHECKPOINT]" if checkpoint else "CHECKPOINT"
     default = (f"default: {checkpoint}" if checkpoint else
                "the local checkpoint folder `conformance check` was given")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.results.cells import one_line
 from conformance.results.verdict import BAD, Verdict, owner_text
 from conformance.run.logs import error_line
 
@@ -169,7 +170,7 @@ def attribute(verdict: Verdict, weights: Problem | None, loads_model: bool) -> P
         return None
     if loads_model and weights is not None and (
             weights.owner == CHECKPOINT
-            or (weights.error and weights.error in " ".join(verdict.detail.split()))):
+            or (weights.error and weights.error in one_line(verdict.observed, None))):
         return weights
     return same_failure(verdict.data)
 

@@ -84,9 +84,9 @@ class Probes:
 
 
 def evidence(verdict: Verdict) -> str:
-    """What the cell observed, on one line: its first difference (a known cell's detail
-    opens with its finding's reason instead), else its detail."""
-    return " ".join((verdict.data.get("differences") or [verdict.detail])[0].split())
+    """What the cell observed, on one line: its first difference, else its detail."""
+    found = verdict.evidence
+    return " ".join((found.differences[0].text if found else verdict.detail).split())
 
 
 def _search(versions: list[str], probes: Probes, side: Callable[[Verdict], bool]
@@ -125,12 +125,12 @@ def shows(verdict: Verdict, finding) -> bool:
     difference no finding explains carries its evidence. The latter is how a finding shows
     outside the version bounds it records: the bounds are what a search by finding checks, so
     they cannot decide it; a difference another finding explains there is that one's."""
+    found = verdict.evidence
     if verdict.status == "xfail":
-        return finding.id in (verdict.finding, *verdict.data.get("findings", ()))
+        return finding.id in (verdict.finding, *(found.findings if found else ()))
     if verdict.status != "fail":  # pass, or xpass: listed, but it did not show
         return False
-    unexplained = (verdict.data.get("unexplained") or verdict.data.get("differences")
-                   or [verdict.detail])
+    unexplained = [d.text for d in found.unexplained] if found else [verdict.detail]
     return any(finding.shown_by(verdict.check, text, verdict.fixture) for text in unexplained)
 
 

@@ -171,6 +171,8 @@ def compare_prompt(recipe: Recipe, path: str, refs: Sequence[str], description: 
         for found in three_way(subject, expected, got, differences, row):
             text = f"{subject} on {description!r}: {found.removeprefix(HF_PREFIX)}"
             problems.append(HF_PREFIX + text if found.startswith(HF_PREFIX) else text)
+    if problems:  # which prompt a reproducer replays
+        row["problems"] = len(problems)
     return problems
 
 
