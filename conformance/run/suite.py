@@ -12,6 +12,7 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from hypothesis import Phase, example, given, reject, seed, settings
 from hypothesis.control import current_build_context
@@ -22,17 +23,19 @@ from conformance.checks.contract import Outcome
 from conformance.checks.differences import error_text
 from conformance.core.settings import current
 from conformance.core.signatures import difference_kind
-from conformance.core.vllms import current_label
 from conformance.inputs import examples
 from conformance.inputs.cases import Case
 from conformance.inputs.media import audio_rate
 from conformance.inputs.strategies import FIXED_SEED_PROFILES, cases
 from conformance.paths import REPORTS_DIR
+from conformance.results import repro
 from conformance.results.judge import Failure, judge, known
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.logs import as_error
 from conformance.subjects.context import OracleFailed, make_context
+from conformance.subjects.faults import Fault
 from conformance.subjects.isolation import processor_defaults_restored
+from fixtures.recipe import Recipe
 
 REPRO_DIR = REPORTS_DIR / "repro"
 # The seed of every search of the fixed-seed profiles (dev, ci). Hypothesis's `derandomize`
@@ -141,12 +144,14 @@ def exception_text(error: BaseException) -> str:
     return error_text(error)
 
 
-def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = None,
-              max_examples: int | None = None, repro_dir=REPRO_DIR, path: str | None = None,
-              recipe=None) -> Verdict:
-    import transformers
-
-    key = CellKey(fixture, transformers.__version__, subject, check, current_label())
+def run_suite(key: CellKey, *, fault: Fault | None = None, max_examples: int | None = None,
+              repro_dir: Path | None = REPRO_DIR, path: str | None = None,
+              recipe: Recipe | None = None) -> Verdict:
+    """The suite cell `key`, on the versions this process runs (the cell runner checked them,
+    `run/cell.py`). `fault`: one impl plants per call (routed to this cell already);
+    `repro_dir` None: no reproducers (`check` writes standalone ones); `path` and `recipe`: a
+    checkpoint in place of the key's fixture."""
+    fixture, subject, check = key.fixture, key.subject, key.check
     started = time.monotonic()
     declared = get_check(check)
     floor = compared_floor(max_examples)
@@ -262,12 +267,13 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
     return verdict(observed, data, exhaustive=path is None)
 
 
-def failure_with_case(key: CellKey, check: str, subject: str, fault: str | None, case: Case,
-                      evidence: str, repro_dir) -> Failure:
+def failure_with_case(key: CellKey, check: str, subject: str, fault: Fault | None,
+                      case: Case, evidence: str, repro_dir: Path | None) -> Failure:
     extra: tuple[tuple[str, object], ...] = (("case", case.to_json()),)
     if repro_dir is not None:  # None: the caller writes its own (`check`: standalone ones)
-        reproducer = write_reproducer(check, subject, fault, case, key.version, evidence,
-                                      repro_dir)
+        reproducer = repro.write_reproducer(
+            repro_dir, check=check, subject=subject, fault=str(fault) if fault else None,
+            case=case, version=key.version, evidence=evidence)
         extra = (("reproducer", str(reproducer)), *extra)
     return Failure(evidence, case.processor_kwargs, extra=extra)
 
@@ -313,10 +319,3 @@ def search(test) -> list[CheckFailed]:
             raise
         return found
     return []
-
-
-def write_reproducer(check, subject, fault, case, version, evidence, repro_dir):
-    from conformance.results.repro import write_reproducer as write
-
-    return write(repro_dir, check=check, subject=subject, fault=fault, case=case,
-                 version=version, evidence=evidence)
