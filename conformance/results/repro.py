@@ -70,12 +70,15 @@ def replay(check: str, subject: str, fault: str | None, case_json: str, version:
 
     from conformance.checks import get_check
     from conformance.subjects.context import make_context
+    from conformance.subjects.faults import Fault
 
     case = Case.from_json(case_json)
     if transformers.__version__ != version:
         print(f"note: recorded on transformers {version}, running {transformers.__version__} "
               f"(use `conformance exec --transformers {version} -- python {sys.argv[0]}`)")
-    ctx = make_context(case.fixture, subject, fault)
+    # planted as the cell planted it: from its version on, by impl (the subject that plants)
+    planted = Fault.parse(fault).on(transformers.__version__) if fault else None
+    ctx = make_context(case.fixture, subject, planted)
     print(f"case: {case.describe()}")
     try:
         outcome = get_check(check).run(ctx, case)

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.checks.model.hf_reference import generation_model
+from conformance.checks.model.loading import hf_init_context
+from conformance.checks.model.references import HF_REF, NATIVE_REF, REFERENCES
 from conformance.results.cells import one_line
 from conformance.results.verdict import BAD, Verdict, owner_text
 from conformance.run.logs import error_line
@@ -107,8 +110,6 @@ def missing_tokenizer_files(path: Path) -> str | None:
 def probe_weights(recipe: Any, path: str, device: str, dtype: str) -> Problem | None:
     """The weights, loaded by transformers into the checkpoint's own class: the HF model the
     model checks compare with (cached: they reuse it). Only on failure is anything else read."""
-    from conformance.checks.model.hf_reference import generation_model
-
     try:
         generation_model(recipe, path, device, dtype)
     except Exception as error:
@@ -137,8 +138,6 @@ def mismatched_tensors(recipe: Any, path: Path) -> str | None:
     loading report (the load again, keeping the mismatched tensors out)."""
     import transformers
     from transformers.utils import logging as hf_logging
-
-    from conformance.checks.model.loading import hf_init_context
 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the report is read, not printed
@@ -182,8 +181,6 @@ def same_words(text: str) -> str:
 
 def same_failure(data: dict) -> Problem | None:
     """Only the references that failed keep an entry (`error: ...`) in `references`."""
-    from conformance.checks.model.references import HF_REF, NATIVE_REF, REFERENCES
-
     backend = data.get("backend")
     backend = backend.get("error") if isinstance(backend, dict) else None
     references = {ref: outcome.removeprefix("error: ") for ref, outcome in

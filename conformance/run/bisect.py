@@ -9,7 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.core import vllms
+from conformance.core.settings import current
 from conformance.results.verdict import BAD, CellKey, Verdict
+from conformance.run.environments import ensure_env
+from conformance.run.session import Session
+from conformance.run.versions import index_releases
+from conformance.subjects.faults import Fault
 from impl.version import parse_version
 
 # A cell that could not run says nothing about a finding: the search stops there
@@ -18,8 +24,6 @@ UNDECIDED = frozenset({"error", "crash", "timeout", "inconclusive", "n/a"})
 
 def released_versions(good: str, bad: str) -> list[str]:
     """Stable transformers releases from `good` to `bad` inclusive, from the package index."""
-    from conformance.run.versions import index_releases
-
     low, high = sorted((parse_version(good), parse_version(bad)))
     return [v for v in index_releases() if low <= parse_version(v) <= high]
 
@@ -40,21 +44,17 @@ class BisectResult:
         return self.last
 
 
-def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None,
+def probe_cell(fixture: str, subject: str, check: str, fault: Fault | None = None,
                vllm: str | None = None) -> Callable[[str], Verdict]:
     """A probe running the cell on a version in its own worker (overlay on PYTHONPATH), the
-    vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0)."""
-    from conformance.core import vllms
-    from conformance.core.settings import current
-    from conformance.run.environments import ensure_env
-    from conformance.run.session import Session
-
+    vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0), through the cell
+    runner as `conformance run` runs it; `fault` planted where it reaches the cell."""
     under_test = vllms.parse(vllm or vllms.DEFAULT_VLLM)
     ensure_env(under_test)
 
     def probe(version: str) -> Verdict:
         key = CellKey(fixture, version, subject, check, under_test.label)
-        session = Session(current().but(fault=fault))
+        session = Session(current(), fault=fault)
         with tempfile.TemporaryDirectory() as logs:
             session.in_workers([key], Path(logs), vllms={under_test.label: under_test})
         return session.verdicts[0]

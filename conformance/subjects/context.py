@@ -10,11 +10,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.core.subjects import HF, VLLM_NATIVE
 from conformance.subjects.protocol import PLANTS_FAULTS, VIDEO
 from impl.types import ProcessedPrompt
+
+if TYPE_CHECKING:
+    from conformance.subjects.faults import Fault
 
 
 def _or_none(compute: Any) -> Any:
@@ -148,7 +151,7 @@ def fixture_path(name: str) -> str:
 
 
 _ORACLES: dict[tuple[str, str], dict] = {}
-_SUBJECTS: dict[tuple[str, str, str, str | None], Any] = {}
+_SUBJECTS: dict[tuple[str, str, str, Fault | None], Any] = {}
 _MEMOS: dict[tuple[str, str], dict] = {}
 
 
@@ -163,7 +166,7 @@ def oracles_for(path: str, recipe: Any) -> dict:
     return _ORACLES[key]
 
 
-def subject_for(path: str, recipe: Any, name: str, fault: str | None = None) -> Any:
+def subject_for(path: str, recipe: Any, name: str, fault: Fault | None = None) -> Any:
     """One per checkpoint, subject and fault in a process: its processor is built once."""
     from conformance.subjects import make_subject
 
@@ -173,7 +176,7 @@ def subject_for(path: str, recipe: Any, name: str, fault: str | None = None) -> 
     return _SUBJECTS[key]
 
 
-def make_context(fixture: str, subject: str, fault: str | None = None, *,
+def make_context(fixture: str, subject: str, fault: Fault | None = None, *,
                  path: str | None = None, recipe: Any = None) -> Context:
     """For a fixture by name, or for any checkpoint folder with a recipe made for it."""
     if recipe is None:

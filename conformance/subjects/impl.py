@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.core.subjects import IMPL
 from conformance.inputs.cases import Case
@@ -14,13 +14,16 @@ from conformance.subjects.protocol import CACHE, HF_PROCESSOR, PLANTS_FAULTS
 from fixtures.recipe import Recipe
 from impl.types import ProcessedPrompt
 
+if TYPE_CHECKING:
+    from conformance.subjects.faults import Fault
+
 
 class ImplSubject(CheckpointFiles):
     """Our reference implementation on the fixture's HF processor."""
 
     capabilities = frozenset({HF_PROCESSOR, CACHE, PLANTS_FAULTS})
 
-    def __init__(self, path: str, recipe: Recipe, fault: str | None = None):
+    def __init__(self, path: str, recipe: Recipe, fault: Fault | None = None):
         super().__init__(path, recipe)
         self.fault = fault
         self.name = IMPL if fault is None else f"{IMPL}+{fault}"
