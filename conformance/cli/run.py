@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 from conformance.cli.common import DEFAULT_SUBJECTS, RUN_SUBJECTS, csv, fail
+from conformance.core import vllms as vllm_axis
 from conformance.core.settings import Settings
 from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
 from conformance.results.verdict import BAD, CellKey, Verdict
-from conformance.run.environments import ensure_env
+from conformance.run.environments import ensure_env, parse_many
 from conformance.run.session import Session
 from conformance.run.versions import (
     ENV_VERSION,
@@ -34,10 +35,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     checks = csv(args.checks) or all_checks
     subjects = csv(args.subjects) or RUN_SUBJECTS
     versions = requested_versions(args.versions)  # a malformed one: a one-line error
-    from conformance.core import vllms as vllm_axis
-
     # a one-line error names a bad one
-    under_test = vllm_axis.parse_many(csv(args.vllm), tuple(args.python))
+    under_test = parse_many(csv(args.vllm), tuple(args.python))
     for kind, given, known in (("fixture", fixtures, known_names()), ("check", checks, all_checks),
                                ("subject", subjects, DEFAULT_SUBJECTS)):
         if unknown := sorted(set(given) - set(known)):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.core.vllms import DEFAULT_VLLM
 from conformance.results.verdict import BAD, CellKey, Verdict
 from impl.version import parse_version
 
@@ -43,13 +44,12 @@ class BisectResult:
 def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None,
                vllm: str | None = None) -> Callable[[str], Verdict]:
     """A probe running the cell on a version in its own worker (overlay on PYTHONPATH), the
-    vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0)."""
-    from conformance.core import vllms
+    vLLM under test fixed (`vllm`: a release or a folder; default: the default release)."""
     from conformance.core.settings import current
-    from conformance.run.environments import ensure_env
+    from conformance.run.environments import ensure_env, parse
     from conformance.run.session import Session
 
-    under_test = vllms.parse(vllm or vllms.DEFAULT_VLLM)
+    under_test = parse(vllm or DEFAULT_VLLM)
     ensure_env(under_test)
 
     def probe(version: str) -> Verdict:
