@@ -8,12 +8,12 @@ import argparse
 from conformance import expectations
 from conformance.checks import check_ids, get_check
 from conformance.cli.common import BASELINE, csv, fail
-from conformance.core import vllms
 from conformance.core.subjects import IMPL, VLLM_BACKEND
+from conformance.core.vllms import DEFAULT_VLLM
 from conformance.expectations import ANY
 from conformance.results import report
 from conformance.results.verdict import Verdict
-from conformance.run import bisect, versions
+from conformance.run import bisect, environments, versions
 from conformance.run.plan import CHECKPOINT_SUBJECT
 from conformance.run.versions import FULL_VERSIONS, requested_version, requested_versions
 from conformance.subjects.faults import Fault
@@ -35,7 +35,7 @@ def add_arguments(bis: argparse.ArgumentParser) -> None:
     bis.add_argument("--versions", help="comma-separated releases to search (default: every "
                      "stable release between --good and --bad on the package index)")
     bis.add_argument("--vllm", help="the vLLM under test, fixed while transformers moves: a "
-                     "release or a folder holding a vllm package (default: 0.31.0)")
+                     f"release or a folder holding a vllm package (default: {DEFAULT_VLLM})")
     bis.add_argument("--fault", help="plant an impl fault, e.g. 'offset-shift>=5.16.1' (demo)")
     bis.add_argument("--allow-unmet", metavar="DEP", help="as `run --allow-unmet`: packages "
                      "whose requirement a release may be probed without")
@@ -108,7 +108,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         fault = Fault.parse(args.fault) if args.fault else None
     except ValueError as error:
         return fail(str(error))
-    under_test = vllms.parse(args.vllm or vllms.DEFAULT_VLLM)
+    under_test = environments.parse(args.vllm or DEFAULT_VLLM)
     # the ends (every release, where given) installable before any probe, or one line each
     upfront = versions.resolve_up_front(given or (good, bad), [under_test.key],
                                         csv(args.allow_unmet))

@@ -17,7 +17,7 @@ from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
 from conformance.results import report
 from conformance.results.verdict import BAD, CellKey, Verdict
-from conformance.run.environments import ensure_env
+from conformance.run.environments import ensure_env, parse_many
 from conformance.run.plan import expand_cells, shard
 from conformance.run.session import Session
 from conformance.run.versions import (
@@ -39,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     subjects = csv(args.subjects) or RUN_SUBJECTS
     versions = requested_versions(args.versions)  # a malformed one: a one-line error
     # a one-line error names a bad one
-    under_test = vllm_axis.parse_many(csv(args.vllm), tuple(args.python))
+    under_test = parse_many(csv(args.vllm), tuple(args.python))
     for kind, given, known in (("fixture", fixtures, known_names()), ("check", checks, all_checks),
                                ("subject", subjects, DEFAULT_SUBJECTS)):
         if unknown := sorted(set(given) - set(known)):

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance.core import vllms
 from conformance.core.settings import current
+from conformance.core.vllms import DEFAULT_VLLM
 from conformance.results.verdict import BAD, CellKey, Verdict
-from conformance.run.environments import ensure_env
+from conformance.run.environments import ensure_env, parse
 from conformance.run.session import Session
 from conformance.run.versions import index_releases
 from conformance.subjects.faults import Fault
@@ -47,9 +47,10 @@ class BisectResult:
 def probe_cell(fixture: str, subject: str, check: str, fault: Fault | None = None,
                vllm: str | None = None) -> Callable[[str], Verdict]:
     """A probe running the cell on a version in its own worker (overlay on PYTHONPATH), the
-    vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0), through the cell
-    runner as `conformance run` runs it; `fault` planted where it reaches the cell."""
-    under_test = vllms.parse(vllm or vllms.DEFAULT_VLLM)
+    vLLM under test fixed (`vllm`: a release or a folder; default: the default release),
+    through the cell runner as `conformance run` runs it; `fault` planted where it reaches
+    the cell."""
+    under_test = parse(vllm or DEFAULT_VLLM)
     ensure_env(under_test)
 
     def probe(version: str) -> Verdict:

@@ -98,7 +98,7 @@ def test_a_field_given_to_the_wrong_modality_fails_the_mixed_comparison(modality
 
 @pytest.mark.slow
 def test_the_backend_fault_of_mixed_modalities_fails_slicing_on_vllm_0_32(tmp_path):
-    if not vllms.RELEASES["0.32.0"].python.exists():
+    if not vllms.releases()["0.32.0"].python.exists():
         pytest.skip("no vLLM 0.32.0 environment: python3 scripts/bootstrap.py env --vllm 0.32.0")
     out = tmp_path / "run"
     command = [sys.executable, "-m", "conformance", "run", "--vllm", "0.32.0", "--versions",

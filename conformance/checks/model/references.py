@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from conformance.checks.model.inputs import error_text
+from conformance.core.vllms import current_label, impl_reproduces
 from fixtures.recipe import Recipe
 
 NATIVE_REF, HF_REF = "native", "hf"
@@ -37,8 +38,6 @@ T = TypeVar("T")
 def subjects_compared() -> tuple[str, ...]:
     """The model checks' subjects on the vLLM under test: its backend, and impl on the HF model
     where impl reproduces that vLLM's backend (vLLM 0.31.0's: `vllms.impl_reproduces`)."""
-    from conformance.core.vllms import current_label, impl_reproduces
-
     return ("backend", "impl") if impl_reproduces(current_label()) else ("backend",)
 
 
