@@ -68,6 +68,10 @@ MODEL_REFERENCES = "native vLLM (where vLLM has a model of its own) and the HF m
 # Where a checkpoint-level check function lists every difference it found, besides its
 # one-line evidence: each is judged on its own, so a known one hides no other
 PROBLEMS = "problems"
+# The model checks' references by name, and the data key listing each one's relation to the
+# subject (checks/model/references.py): here, where reading a cell's data needs no model code
+NATIVE_REF, HF_REF = "native", "hf"
+REFERENCES = "references"
 
 
 def returning_outcome(check: Callable[..., tuple[str | None, dict]]) -> Callable[..., Outcome]:

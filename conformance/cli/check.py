@@ -139,8 +139,8 @@ def checked(args: argparse.Namespace, checks: tuple[str, ...], console: TextIO) 
         recipe = replace(recipe, processor_options=(processor_options(args.processor_option),))
     dtype = args.dtype if args.dtype != "auto" else (
         "float32" if args.device == "cpu" else "bfloat16")
-    # lazy: the cell runner and the suites import hypothesis: +85 ms on every command's start
-    # (`conformance --help`) at the top of this module
+    # at the top of this module they would load on every command's start (`conformance --help`)
+    # lazy: the cell runner and the suites import hypothesis (+85 ms)
     from conformance.run import cell, suite
 
     seed = suite.default_seed(args.profile) if args.seed is None else args.seed

@@ -16,7 +16,7 @@ from conformance.core.signatures import difference_kind
 from conformance.core.vllms import release
 from conformance.expectations import ANY, SIDES, UPSTREAM, Finding, load
 from conformance.paths import ROOT
-from impl.version import bounds, in_range, matches
+from impl.version import bounds, in_range, matches, parse_version
 
 DOCUMENT = ROOT / "docs" / "findings.md"
 WIDTH = 100
@@ -122,7 +122,6 @@ def _confirmed_by(finding: Finding) -> str:
 def _observed(cells: list[dict]) -> list[str]:
     """Per transformers version its cells, and each signature observed (the check and the
     evidence's wording without its values) with its first evidence, as the baseline has them."""
-    from impl.version import parse_version
 
     if not cells:
         return ["Observed: no cell of the committed baseline shows it (its versions or vLLM "

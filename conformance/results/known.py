@@ -11,6 +11,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from conformance import expectations
 from conformance.results.cells import one_line, short_label
 from conformance.results.evidence import line
 from conformance.results.verdict import Verdict
@@ -27,7 +28,6 @@ class KnownGroup:
 
 
 def _findings_by_id() -> dict:
-    from conformance import expectations
 
     return {f.id: f for f in expectations.load()}
 

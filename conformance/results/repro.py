@@ -11,7 +11,10 @@ import hashlib
 import sys
 from pathlib import Path
 
+from conformance.checks import get_check
 from conformance.inputs.cases import Case
+from conformance.subjects.context import make_context
+from conformance.subjects.faults import Fault
 
 TEMPLATE = '''#!/usr/bin/env python3
 """Reproducer: check `{check}` failed for subject `{subject}` on fixture `{fixture}`.
@@ -48,8 +51,6 @@ if __name__ == "__main__":
 
 def write_reproducer(out_dir: Path, *, check: str, subject: str, fault: str | None,
                      case: Case, version: str, evidence: str) -> Path:
-    from conformance.checks import get_check
-
     out_dir.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(f"{check}{subject}{fault}{case.to_json()}{version}".encode())
     who = f"{subject}+{fault}" if fault else subject
@@ -67,10 +68,6 @@ def write_reproducer(out_dir: Path, *, check: str, subject: str, fault: str | No
 
 def replay(check: str, subject: str, fault: str | None, case_json: str, version: str) -> int:
     import transformers
-
-    from conformance.checks import get_check
-    from conformance.subjects.context import make_context
-    from conformance.subjects.faults import Fault
 
     case = Case.from_json(case_json)
     if transformers.__version__ != version:

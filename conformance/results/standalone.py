@@ -30,8 +30,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from conformance.checks import get_check
+from conformance.checks.errors import cases_for
+from conformance.checks.processing import smoke_case
 from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.cases import Case
+from conformance.inputs.checkpoints import HUB_ID
 from conformance.inputs.media import (
     SAMPLING_RATE,
     VIDEO_FPS,
@@ -45,7 +49,8 @@ from conformance.results import processing_reproducer
 from conformance.results.cells import one_line
 from conformance.results.evidence import Difference
 from conformance.results.verdict import Verdict
-from conformance.subjects import hf_expansion
+from conformance.subjects import hf_expansion, vllm
+from conformance.subjects.context import make_context
 from fixtures.recipe import Recipe
 
 CHECKS = ("processing", "prompt-ids", "placeholders", "errors")
@@ -74,8 +79,6 @@ def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
     shown = verdict.evidence.first if verdict.evidence else Difference("", "")
     oracle = "hf" if shown.reference == "hf" or not recipe.native_in_vllm else "vllm"
     if verdict.check == "processing":
-        from conformance.checks.processing import smoke_case
-
         case = smoke_case(recipe, path)
         prompt = recipe.render_prompt(case.modality, len(case.media))
         return Request(prompt, case.modality, case.media, (), oracle, "ids+placeholders")
@@ -97,8 +100,6 @@ def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
 def failing_variant(case: Case, recipe: Recipe, path: str, what: str) -> Case | None:
     """The input the errors check fed when it failed: its variant of the case that `what`
     (the difference's `input`) names."""
-    from conformance.checks.errors import cases_for
-    from conformance.subjects.context import make_context
 
     ctx = make_context(recipe.name, SUBJECT, path=path, recipe=recipe)
     return next((bad for bad, _, said, _ in cases_for(ctx, case) if said == what), None)
@@ -120,6 +121,8 @@ def model_inputs(verdict: Verdict, recipe: Recipe, path: str) -> tuple[str, str,
                                                                         tuple[Media, ...]]:
     """(prompt, modality, items) the failing model cell fed: the prompt its evidence names
     (mrope's prompts, encoder's nested items), else the recipe's two-item prompt."""
+    # this module is imported by `conformance check`'s at its top
+    # lazy: the model checks' package loads torch (+0.9 s on every command's start)
     from conformance.checks.model.encoder import NESTED
     from conformance.checks.model.inputs import nested_media, two_item_inputs
     from conformance.checks.model.mrope import mrope_media, mrope_prompts
@@ -147,7 +150,6 @@ def media_rate(media: Sequence[Media]) -> int:
 
 def default_checkpoint(checkpoint: str) -> str | None:
     """A hub id `check` was given becomes the script's default; a local path never does."""
-    from conformance.inputs.checkpoints import HUB_ID
 
     return checkpoint if HUB_ID.match(checkpoint) and not Path(checkpoint).exists() else None
 
@@ -159,6 +161,7 @@ def model_script(verdict: Verdict, recipe: Recipe, path: str, checkpoint: str) -
     import vllm
     from transformers import AutoConfig
 
+    # lazy: the model checks' package loads torch (as model_inputs')
     from conformance.checks.model import reproducer
     from conformance.checks.model.generate import GENERATE_TOKENS, LOGPROB_ATOL
     from conformance.checks.model.tolerances import tolerance_for
@@ -195,7 +198,6 @@ def write_standalone(out_dir: Path, verdict: Verdict, recipe: Recipe, path: str,
         request = request_for(verdict, recipe, path)
         if request is None:
             return None
-        from conformance.checks import get_check
 
         source = script(request, verdict, statement=get_check(verdict.check).statement,
                         checkpoint=default_checkpoint(checkpoint),
@@ -210,7 +212,6 @@ def write_standalone(out_dir: Path, verdict: Verdict, recipe: Recipe, path: str,
 
 def checkpoint_formats(path: str) -> dict[str, dict[str, str]]:
     """Per implementation, the options choosing its half of a two-format checkpoint."""
-    from conformance.subjects import vllm
 
     return {impl: vllm.model_options(path, impl) for impl in vllm.IMPLS
             if vllm.model_options(path, impl)}

@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance.checks.model.hf_reference import generation_model
-from conformance.checks.model.loading import hf_init_context
-from conformance.checks.model.references import HF_REF, NATIVE_REF, REFERENCES
+from conformance.checks.contract import HF_REF, NATIVE_REF, REFERENCES
 from conformance.results.cells import one_line
 from conformance.results.verdict import BAD, Verdict, owner_text
 from conformance.run.logs import error_line
@@ -110,6 +108,10 @@ def missing_tokenizer_files(path: Path) -> str | None:
 def probe_weights(recipe: Any, path: str, device: str, dtype: str) -> Problem | None:
     """The weights, loaded by transformers into the checkpoint's own class: the HF model the
     model checks compare with (cached: they reuse it). Only on failure is anything else read."""
+    # this module is imported by `conformance check`'s at its top
+    # lazy: the model checks' package loads torch (+0.9 s on every command's start)
+    from conformance.checks.model.hf_reference import generation_model
+
     try:
         generation_model(recipe, path, device, dtype)
     except Exception as error:
@@ -138,6 +140,9 @@ def mismatched_tensors(recipe: Any, path: Path) -> str | None:
     loading report (the load again, keeping the mismatched tensors out)."""
     import transformers
     from transformers.utils import logging as hf_logging
+
+    # lazy: the model checks' package loads torch (as probe_weights')
+    from conformance.checks.model.loading import hf_init_context
 
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the report is read, not printed

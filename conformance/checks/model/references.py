@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from conformance.checks.contract import HF_REF, NATIVE_REF, REFERENCES
 from conformance.checks.model.inputs import error_text
 from conformance.core.vllms import current_label, impl_reproduces
 from fixtures.recipe import Recipe
 
-NATIVE_REF, HF_REF = "native", "hf"
 GENERATE_TOKENS = 4  # greedy steps each reference decodes
 HF_PREFIX = "vs hf: "
 # What each attribution appends to the differences it concerns (a finding may name the side)
@@ -29,8 +29,6 @@ DEVIATES = {
     "hf": "[the HF model differs from both vLLM implementations]",
     "all": "[all three differ: native vLLM and the HF model disagree too]",
 }
-# The data key listing each reference's relation to the subject
-REFERENCES = "references"
 
 T = TypeVar("T")
 
