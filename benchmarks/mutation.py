@@ -463,7 +463,26 @@ _LABELS = r"(?:[\w .-]+: )*"
 _EXCEPTION = re.compile(rf"^{_LABELS}(raised |(backend|impl)( on '[^']*')?: |the valid case "
                         r"itself: the subject cannot process it: )"
                         r"[A-Za-z_][\w.]*(Error|Exception)\b")
-_PROBLEM = re.compile(rf"; (?={_LABELS}(?:backend|impl)\b)")
+
+
+def shown(cell: dict) -> str:
+    """What a cell says: the difference its verdict shows, whole (results.json's evidence,
+    reports/README.md), else its detail."""
+    evidence = cell.get("evidence")
+    if not evidence:
+        return cell.get("detail", "")
+    return evidence.get("whole") or evidence["differences"][evidence.get("shown", 0)]["text"]
+
+
+def unexplained(cell: dict) -> list[str]:
+    """The differences no finding explains (the known ones say nothing about the mutant), the
+    shown one whole; a model check's several problems one by one, as its data keeps them."""
+    evidence = cell.get("evidence") or {"differences": []}
+    found = [d["text"] for d in evidence["differences"] if not d.get("finding")]
+    problems = cell.get("data", {}).get("problems")
+    if found and isinstance(problems, list) and problems:
+        return [str(p) for p in problems]
+    return [shown(cell), *found] if found else [shown(cell)]
 
 
 def is_comparison(cell: dict) -> bool:
@@ -471,18 +490,13 @@ def is_comparison(cell: dict) -> bool:
     exception the subject raised."""
     if cell["status"] != "fail":
         return False
-    # the detail leads with the first difference no finding explains; the data's
-    # `unexplained` lists them all (its `differences` mix in the known ones, which say nothing
-    # about the mutant)
-    parts = [*_PROBLEM.split(cell["detail"]), *cell.get("data", {}).get("unexplained", [])]
-    return any(not _EXCEPTION.match(part) for part in parts)
+    return any(not _EXCEPTION.match(part) for part in unexplained(cell))
 
 
 def names_the_raise(mutant: Mutant, cell: dict) -> bool:
     """A `fail` whose evidence names the exception that is the mutant's whole effect."""
-    found = [cell.get("detail", ""), *cell.get("data", {}).get("unexplained", [])]
     return bool(mutant.raises) and cell["status"] == "fail" and \
-        any(mutant.raises in part for part in found)
+        any(mutant.raises in part for part in unexplained(cell))
 
 
 def one_line(detail: str, limit: int = 220) -> str:
@@ -498,12 +512,12 @@ def outcome(mutant: Mutant, reference: dict, mutated: dict) -> dict:
             continue
         cell = mutated.get(key, {"status": "crash", "detail": "no verdict (the run died)"})
         row = {"cell": f"{fixture}/{check}@{version}", "was": ref["status"],
-               "now": cell["status"], "evidence": one_line(cell.get("detail", ""))}
+               "now": cell["status"], "evidence": one_line(shown(cell))}
         if ref["status"] in GOOD and cell["status"] in BAD:
             row["precise"] = is_comparison(cell) or names_the_raise(mutant, cell)
             worse.append(row)
         elif cell["status"] == "xfail" and (ref["status"] == "pass" or
-                                            ref.get("detail") != cell.get("detail")):
+                                            shown(ref) != shown(cell)):
             # the mutant showed, but a known finding's evidence matched it: hidden
             row["finding"] = cell.get("finding", "")
             masked.append(row)

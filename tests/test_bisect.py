@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from conformance.results.evidence import Difference, Evidence
 from conformance.results.verdict import Verdict
 from conformance.run.bisect import bisect
 
@@ -51,12 +52,23 @@ FINDING = Finding(id="ranges-shift", title="t", reason="ranges shift by one", fi
 
 
 def verdict(version: str, status: str, finding: str = "", detail: str = "",
-            **data) -> Verdict:
-    return Verdict("llava", version, "placeholders", status, detail, data=data, finding=finding)
+            differences: tuple[str, ...] = (), explained: dict[str, str] | None = None
+            ) -> Verdict:
+    """A cell with `detail`, or (`differences`) with evidence as the judge records it: each
+    difference explained by the finding `explained` names for it (a known cell's by its
+    own), the first unexplained one shown."""
+    if not differences:
+        return Verdict("llava", version, "placeholders", status, detail, finding=finding)
+    by = explained or {}
+    found = tuple(Difference.of(t, finding=by.get(t, finding if status == "xfail" else ""))
+                  for t in differences)
+    shown = next((i for i, d in enumerate(found) if not d.finding), 0)
+    return Verdict("llava", version, "placeholders", status, finding=finding,
+                   evidence=Evidence(found, shown))
 
 
 def shown(version: str) -> Verdict:
-    return verdict(version, "xfail", FINDING.id, "ranges shift by one [observed: ranges differ]")
+    return verdict(version, "xfail", FINDING.id, differences=("ranges differ",))
 
 
 def probe_showing(showing, probed: list[str], otherwise=lambda v: verdict(v, "pass")):
@@ -85,13 +97,15 @@ def test_a_finding_shows_outside_its_bounds_by_its_evidence_but_not_in_another_f
     # outside its recorded bounds the judge cannot name it: an unexplained difference that
     # carries its evidence is the finding showing; one another finding explains is not
     assert shows(verdict("5.13.0", "fail", detail="ranges differ at item 0"), FINDING)
-    assert shows(verdict("5.13.0", "fail", detail="x", differences=["ids differ", "ranges differ"],
-                         unexplained=["ranges differ"]), FINDING)
-    assert not shows(verdict("5.13.0", "fail", detail="x", differences=["ids", "ranges differ"],
-                             unexplained=["ids"]), FINDING)
-    assert not shows(verdict("5.13.0", "xfail", "other-finding", "ranges differ"), FINDING)
-    assert shows(verdict("5.13.0", "xfail", "other-finding", "ranges differ",
-                         findings=["other-finding", FINDING.id]), FINDING)
+    assert shows(verdict("5.13.0", "fail", differences=("ids differ", "ranges differ"),
+                         explained={"ids differ": "other-finding"}), FINDING)
+    assert not shows(verdict("5.13.0", "fail", differences=("ids", "ranges differ"),
+                             explained={"ranges differ": "other-finding"}), FINDING)
+    assert not shows(verdict("5.13.0", "xfail", "other-finding", differences=("ranges differ",)),
+                     FINDING)
+    assert shows(verdict("5.13.0", "xfail", "other-finding", differences=("ids", "ranges differ"),
+                         explained={"ids": "other-finding", "ranges differ": FINDING.id}),
+                 FINDING)
     assert not shows(verdict("5.13.0", "xpass", FINDING.id), FINDING)  # listed, did not show
     # so the search finds where the difference began, not where the bounds say
     early = probe_showing(lambda i: i >= 6, [], otherwise=lambda v: (

@@ -30,11 +30,11 @@ def test_bootstrap_and_the_harness_name_the_same_environments(monkeypatch, tmp_p
     monkeypatch.setenv("CONFORMANCE_VENV", str(tmp_path / "env"))
     boot = bootstrap()
     assert boot.DEFAULT_VLLM == vllms.DEFAULT_VLLM
-    for version, release in vllms.RELEASES.items():
+    for version, release in vllms.releases().items():
         assert boot.venv_dir(version) == release.venv
         assert boot.spec_dir(version) == release.spec_dir
-    assert vllms.RELEASES["0.32.0"].venv == tmp_path / "env-vllm-0.32.0"
-    assert set(boot.releases()) == set(vllms.RELEASES)
+    assert vllms.releases()["0.32.0"].venv == tmp_path / "env-vllm-0.32.0"
+    assert set(boot.releases()) == set(vllms.releases())
 
 
 def test_the_environment_holds_its_bytecode():

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import main
+from conformance.results.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE_CHECKS = "processing,prompt-ids,placeholders,errors"
@@ -143,7 +144,7 @@ def test_checkpoints_unlike_our_recipes_get_verdicts(name, odd, tmp_path, capfd,
     assert {c["check"] for c in cells} == set(SUITE_CHECKS.split(","))
     # every cell ran: a verdict about the backend, not an error of the harness
     assert all(c["status"] in ("pass", "xfail", "fail") for c in cells), [
-        (c["check"], c["subject"], c["status"], c["detail"][:200]) for c in cells]
+        (c["check"], c["subject"], c["status"], Verdict.from_dict(c).detail[:200]) for c in cells]
     assert "check         subject       verdict" in text
 
 

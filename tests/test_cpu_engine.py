@@ -1,4 +1,4 @@
-"""An engine on a CPU for a release with no CPU build (core/cpu_engine.py): the ops its CPU
+"""An engine on a CPU for a release with no CPU build (run/cpu_engine.py): the ops its CPU
 runner lacks, registered as its own bindings register them; the graft that carries them and
 the plugin that loads them; the plugin lifting only the x86 refusal."""
 
@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.core import cpu_engine
+from conformance.core import catalogue
+from conformance.core.catalogue import TOPUP_LIBRARY
+from conformance.run import cpu_engine
 
 # excerpts in the shape of vLLM 0.34.0's csrc/cpu/torch_bindings.cpp
 BINDINGS = '''
@@ -57,18 +59,22 @@ def test_a_graft_with_the_topup_carries_the_plugin_that_loads_it(tmp_path):
     kernels = tmp_path / "cpu-kernels" / "0.32.0"
     kernels.mkdir(parents=True)
     (kernels / "_C_AVX2.abi3.so").write_text("_C_AVX2")
-    topup = tmp_path / "cpu-topup" / "0.34.0-torch2.13.0" / cpu_engine.TOPUP_LIBRARY
+    topup = tmp_path / "cpu-topup" / "0.34.0-torch2.13.0" / TOPUP_LIBRARY
     topup.parent.mkdir(parents=True)
     topup.write_text("ops")
     target = cpu_engine.grafted(wheel, kernels, "0.32.0", topup)
     assert target.name == "vllm-0.34.0+cpu-kernels-0.32.0+0.34.0-torch2.13.0"
-    assert (target / "vllm" / cpu_engine.TOPUP_LIBRARY).stat().st_ino == topup.stat().st_ino
+    assert (target / "vllm" / TOPUP_LIBRARY).stat().st_ino == topup.stat().st_ino
     found = [e for d in metadata.distributions(path=[str(target)])
              for e in d.entry_points if e.group == "vllm.general_plugins"]
     assert [e.value for e in found] == [cpu_engine.PLUGIN]
     plain = cpu_engine.grafted(wheel, kernels, "0.32.0")  # 0.33.0's: no plugin
     assert not list(metadata.distributions(path=[str(plain)]))
-    assert cpu_engine.needs_topup("0.34.0") and not cpu_engine.needs_topup("0.33.0")
+    # the catalogue's rows say which releases need it: 0.34.0's row names its ops, a newer
+    # release with no row takes them, an older one needs none
+    assert catalogue.topup("0.34.0") is catalogue.topup("0.35.0") is not None
+    assert catalogue.topup("0.34.0").ops[0] == "gather_block_table_cpu"
+    assert catalogue.topup("0.33.0") is None
 
 
 def test_the_plugin_lifts_the_x86_refusal_and_nothing_else(monkeypatch):

@@ -9,7 +9,8 @@ import pytest
 from conformance import expectations
 from conformance.cli import main
 from conformance.results import gate, report
-from conformance.results.verdict import Verdict
+from conformance.results.judge import Failure, judge
+from conformance.results.verdict import CellKey, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 NEWLINES = "gemma3-offsets-newlines"  # a finding in findings.toml
@@ -199,12 +200,13 @@ def test_a_finding_past_its_last_measured_release_is_named_with_what_to_do(tmp_p
     # judge does not stretch the bound (the cell fails), the gate says which finding it is
     seen = "0 placeholders for 1 items: a bare assertion instead of a clear error: " \
            "AssertionError('the prompt holds no placeholder left for item(s) image[0]')"
-    was = Verdict("llava", "5.25.0", "errors", "xfail", f"reason [observed: {seen}]",
-                  subject="impl", finding="offsets-bare-assert")
+    was = judge(CellKey("llava", "5.25.0", "impl", "errors"), [Failure(seen)], exhaustive=True)
+    assert (was.status, was.finding) == ("xfail", "offsets-bare-assert")
     assert expectations.get("offsets-bare-assert").versions == ">=5.15,<5.26"
-    same = Verdict("llava", "5.26.0", "errors", "fail", seen, subject="impl")
-    other = Verdict("llava", "5.26.0", "errors", "fail", "prompt ids differ at position 3",
-                    subject="impl")
+    same = judge(CellKey("llava", "5.26.0", "impl", "errors"), [Failure(seen)], exhaustive=True)
+    other = judge(CellKey("llava", "5.26.0", "impl", "errors"),
+                  [Failure("prompt ids differ at position 3")], exhaustive=True)
+    assert same.status == other.status == "fail"
     assert gate.outside_bounds(was, same) == (
         "offsets-bare-assert: the same difference, on a version its bounds (>=5.15,<5.26) "
         "leave out: confirm it on 5.26.0 and widen them")

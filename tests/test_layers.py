@@ -204,3 +204,87 @@ def test_the_scan_sees_every_kind_of_import(tmp_path):
     ]
     assert (7, "fixtures.sub.sibling") in imports(source, tmp_path)
     assert (8, "fixtures.cache.cache_dir") in imports(source, tmp_path)
+
+
+# --- module size and lazy imports --------------------------------------------------------------
+
+MAX_MODULE_LINES = 450
+MAX_LAZY_IMPORTS = 40  # in-function imports of our own modules in conformance/: fewer than this
+OURS = ("conformance", "fixtures", "impl")
+LAZY = "# lazy: "
+
+
+def long_modules(root: Path = ROOT) -> list[str]:
+    return [f"{path.relative_to(root)}: {count} lines"
+            for path in sorted((root / "conformance").rglob("*.py"))
+            if (count := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
+
+
+def test_no_product_module_is_over_450_lines():
+    found = long_modules()
+    assert not found, f"modules over {MAX_MODULE_LINES} lines (split them):\n" + "\n".join(found)
+
+
+def lazy_imports(root: Path = ROOT) -> list[tuple[str, bool]]:
+    """Each import of our own modules (conformance, fixtures, impl; a relative one) inside a
+    function of conformance/, as "path:line statement", and whether it says why: a comment
+    starting `# lazy: ` on its line or above the run of import lines it opens or belongs to
+    (a measured import cost, a real cycle)."""
+    found = []
+    for path in sorted((root / "conformance").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines), filename=str(path))
+        seen: set[int] = set()
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Import):
+                    ours = any(a.name.split(".")[0] in OURS for a in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    ours = bool(node.level) or (node.module or "").split(".")[0] in OURS
+                else:
+                    continue
+                if ours and node.lineno not in seen:  # a nested function's: counted once
+                    seen.add(node.lineno)
+                    line = lines[node.lineno - 1]
+                    first = node.lineno - 1  # the run of import lines it belongs to
+                    while first > 0 and lines[first - 1].strip().startswith(("from ", "import ")):
+                        first -= 1
+                    above = lines[first - 1].strip() if first > 0 else ""
+                    said = LAZY in line or above.startswith(LAZY)
+                    found.append((f"{path.relative_to(root)}:{node.lineno} {line.strip()}", said))
+    return found
+
+
+def test_imports_inside_functions_are_few_and_say_why():
+    """An import of our own modules goes at the top of the module, unless importing it there
+    costs what the importer's users should not pay (torch, transformers or vLLM loaded by
+    `conformance --help` or by the subjects package: measure with `python -X importtime`) or
+    it breaks a real cycle; then it says which, in a `# lazy: ` comment."""
+    found = lazy_imports()
+    silent = [where for where, said in found if not said]
+    assert not silent, "in-function imports without a `# lazy: ` reason:\n" + "\n".join(silent)
+    assert len(found) < MAX_LAZY_IMPORTS, (
+        f"{len(found)} in-function imports of our modules (fewer than {MAX_LAZY_IMPORTS}):\n"
+        + "\n".join(where for where, _ in found))
+
+
+def test_the_lazy_import_scan_sees_a_reason_and_its_absence(tmp_path):
+    module = tmp_path / "conformance" / "m.py"
+    module.parent.mkdir()
+    module.write_text("import conformance.core\n"
+                      "def f():\n"
+                      "    # lazy: torch, +1 s\n"
+                      "    import impl.pipeline\n"
+                      "    from . import sibling  # lazy: a cycle with m\n"
+                      "    import impl.fields\n"
+                      "    json = 1\n"
+                      "    from fixtures.cache import cache_dir\n")
+    assert lazy_imports(tmp_path) == [
+        (f"{Path('conformance/m.py')}:4 import impl.pipeline", True),
+        (f"{Path('conformance/m.py')}:5 from . import sibling  # lazy: a cycle with m", True),
+        (f"{Path('conformance/m.py')}:6 import impl.fields", True),  # under the reason
+        (f"{Path('conformance/m.py')}:8 from fixtures.cache import cache_dir", False)]
+    (module.parent / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert long_modules(tmp_path) == [f"{Path('conformance/long.py')}: 451 lines"]

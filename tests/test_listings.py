@@ -9,7 +9,7 @@ from conformance import expectations
 from conformance.checks import check_ids
 from conformance.cli import build_parser, main
 from conformance.cli.env import bounds_text, fixture_bounds
-from conformance.core.vllms import RELEASES
+from conformance.core.vllms import releases
 from fixtures.registry import available_recipes, get_recipe
 from impl.version import parse_version
 
@@ -56,13 +56,13 @@ def test_fixtures_list_shows_each_fixtures_bounds(capsys):
     # each release's window starts where it stops working, and the recipe may start later
     for line in lines:
         recipe = get_recipe(line.split()[0])
-        for release in RELEASES.values():
+        for release in releases().values():
             low = max(filter(None, (recipe.min_transformers, release.window[0])),
                       key=parse_version)
             assert f">={low}" in line and release.version in line.split(f">={low}", 1)[1]
     rows = json.loads(output(capsys, "fixtures", "list", "--json"))
     assert [row["name"] for row in rows] == list(available_recipes())
-    assert {v for row in rows for b in row["bounds"] for v in b["vllm"]} == set(RELEASES)
+    assert {v for row in rows for b in row["bounds"] for v in b["vllm"]} == set(releases())
 
 
 def test_a_fixtures_own_bounds_narrow_the_releases_windows():

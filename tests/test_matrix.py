@@ -7,9 +7,10 @@ from pathlib import Path
 from conformance.core.settings import Settings
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run import matrix, workers
-from conformance.run.plan import expand_cells, shard
+from conformance.run.plan import Cell, expand_cells, shard
 from conformance.run.worker import MARK, START
 from conformance.run.workers import Launch, run_version
+from conformance.subjects.faults import Fault
 
 A = CellKey("llava", "5.17.0", "impl", "cache")
 B = CellKey("gemma3", "5.17.0", "impl", "cache")
@@ -34,7 +35,7 @@ def test_a_crash_costs_only_the_cell_it_happened_in(tmp_path, monkeypatch):
     script = (
         "import json, sys\n"
         "settings = json.loads(sys.stdin.readline())['settings']\n"
-        "cells = [tuple(c) for c in json.load(sys.stdin)]\n"
+        "cells = [tuple(c['key']) for c in json.load(sys.stdin)]\n"
         "for cell in cells:\n"
         f"    print({start_line(A)[:-1]}'.replace('llava', cell[0]))\n"
         "    if cell[0] == 'gemma3':\n"
@@ -56,7 +57,7 @@ def test_a_hung_cell_times_out_and_the_next_still_runs(tmp_path, monkeypatch):
     script = (
         "import json, sys, time\n"
         "settings = json.loads(sys.stdin.readline())['settings']\n"
-        "cells = [tuple(c) for c in json.load(sys.stdin)]\n"
+        "cells = [tuple(c['key']) for c in json.load(sys.stdin)]\n"
         "for cell in cells:\n"
         f"    print({start_line(A)[:-1]}'.replace('llava', cell[0]), flush=True)\n"
         "    if cell[0] == 'llava':\n"
@@ -90,7 +91,7 @@ def test_an_unknown_fixture_is_an_error_cell_not_a_crash():
 
     from conformance.run.cell import run_cell
 
-    verdict = run_cell(CellKey("nope", transformers.__version__, "impl", "cache"))
+    verdict = run_cell(Cell(CellKey("nope", transformers.__version__, "impl", "cache")))
     assert verdict.status == "error" and "unknown fixture 'nope'" in verdict.detail
 
 
@@ -154,7 +155,7 @@ FED_WORKER = (
     "        print('settings', message['settings'], flush=True); continue\n"
     "    if isinstance(message, dict):\n"
     "        print('built', sorted(message['build']), flush=True); continue\n"
-    "    for cell in message:\n"
+    "    for cell in (c['key'] for c in message):\n"
     f"        print({start_line(A)[:-1]}'.replace('llava', cell[0]), flush=True)\n"
     "        if cell[0] == 'gemma3':\n"
     "            raise SystemExit(139)\n"
@@ -216,8 +217,8 @@ def test_a_worker_warm_up_that_cannot_import_or_compile_goes_on(monkeypatch, cap
 def test_only_a_worker_with_a_model_check_compiles_the_sampler():
     from conformance.run import worker
 
-    def cells(*checks: str) -> list[list[str]]:
-        return [["llava", "5.17.0", "vllm-backend", check, "0.31.0"] for check in checks]
+    def cells(*checks: str) -> list[Cell]:
+        return [Cell(CellKey("llava", "5.17.0", "vllm-backend", check)) for check in checks]
 
     assert not worker.loads_an_engine(cells("prompt-ids", "cache", "no-such-check"))
     assert worker.loads_an_engine(cells("prompt-ids", "generate"))
@@ -230,7 +231,7 @@ NOISY_WORKER = (
     "import json, sys\n"
     "first = json.loads(sys.stdin.readline())\n"
     "print('folder', first['folder'], flush=True)\n"
-    "cells = [tuple(c) for c in json.load(sys.stdin)]\n"
+    "cells = [tuple(c['key']) for c in json.load(sys.stdin)]\n"
     "for cell in cells:\n"
     f"    print({start_line(A)[:-1]}'.replace('llava', cell[0]), flush=True)\n"
     "    print('FutureWarning: noise of', cell[0], flush=True)\n"
@@ -314,7 +315,7 @@ def test_an_error_detail_starts_with_its_innermost_cause_and_its_log_has_the_res
     assert verdict.detail.startswith("ValueError: Found 300 <|video|> tokens in the text but "
                                      "no videos were passed (raised as ValueError: Failed to "
                                      "apply Glm4vProcessor on data=")
-    assert len(verdict.detail) <= CAUSE_CHARS and verdict.data["differences"] == [verdict.detail]
+    assert len(verdict.detail) <= CAUSE_CHARS and verdict.evidence.texts() == [verdict.detail]
     log = (tmp_path / verdict.log).read_text()
     assert "<|video|>" * 1500 in log and log.count("Traceback (most recent call last)") == 2
     # a cell that is not bad keeps no log
@@ -341,11 +342,11 @@ def test_the_worker_puts_a_runs_reproducers_in_its_folder(tmp_path, monkeypatch,
     from conformance.run import cell, worker
 
     given = []
-    monkeypatch.setattr(cell, "run_cell", lambda key, **kw: given.append(kw) or
-                        Verdict.of(key, "pass"))
+    monkeypatch.setattr(cell, "run_cell", lambda given_cell, **kw: given.append(kw) or
+                        Verdict.of(given_cell.key, "pass"))
     monkeypatch.setattr(worker, "build_all", lambda fixtures: None)
     monkeypatch.setattr(worker, "warm_up", lambda engine: None)
-    messages = [{"settings": Settings().to_json(), "folder": str(tmp_path)}, [list(A)]]
+    messages = [{"settings": Settings().to_json(), "folder": str(tmp_path)}, [Cell(A).to_json()]]
     monkeypatch.setattr(worker.sys, "stdin", io.StringIO("\n".join(map(json.dumps, messages))))
     assert worker.main([]) == 0
     assert given == [{"repro_dir": tmp_path / "repro"}]
@@ -390,12 +391,11 @@ def test_a_cells_reproducer_is_written_where_its_run_says(tmp_path):
     (the worker passes it: `test_the_worker_puts_a_runs_reproducers_in_its_folder`)."""
     import transformers
 
-    from conformance.core.settings import use
     from conformance.run.cell import run_cell
 
-    use(Settings(fault="offset-shift"))  # impl's placeholders shifted: the cell fails
     key = CellKey("llava", transformers.__version__, "impl", "placeholders")
-    verdict = run_cell(key, repro_dir=tmp_path / "repro")
+    # impl's placeholders shifted: the cell fails
+    verdict = run_cell(Cell.of(key, Fault.parse("offset-shift")), repro_dir=tmp_path / "repro")
     assert verdict.status == "fail", verdict
     assert Path(verdict.data["reproducer"]).parent == tmp_path / "repro"
     assert Path(verdict.data["reproducer"]).exists()
@@ -410,13 +410,14 @@ def test_the_worker_settles_its_heap_once_per_fixture_before_its_cells(monkeypat
     from conformance.run import cell, worker
 
     events = []
-    monkeypatch.setattr(cell, "run_cell", lambda key, **kw: events.append(key.fixture) or
-                        Verdict.of(key, "pass"))
+    monkeypatch.setattr(cell, "run_cell", lambda given, **kw: events.append(given.key.fixture)
+                        or Verdict.of(given.key, "pass"))
     monkeypatch.setattr(heap, "settle", lambda: events.append("settle"))
     monkeypatch.setattr(worker, "build_all", lambda fixtures: None)
     monkeypatch.setattr(worker, "warm_up", lambda engine: None)
     other = CellKey("llava", "5.17.0", "impl", "errors")
-    messages = [{"settings": Settings().to_json()}, [list(A), list(other)], [list(B), list(A)]]
+    messages = [{"settings": Settings().to_json()},
+                [Cell(A).to_json(), Cell(other).to_json()], [Cell(B).to_json(), Cell(A).to_json()]]
     monkeypatch.setattr(worker.sys, "stdin", io.StringIO("\n".join(map(json.dumps, messages))))
     assert worker.main([]) == 0
     assert events == ["settle", "llava", "llava", "settle", "gemma3", "settle", "llava"]

@@ -59,7 +59,18 @@ def test_replace_file_makes_a_new_inode(tmp_path: Path) -> None:
     ("timeout", "no verdict within 300 s", False),
 ])
 def test_precise_means_a_comparison(status: str, detail: str, precise: bool) -> None:
-    assert mutation.is_comparison({"status": status, "detail": detail}) is precise
+    assert mutation.is_comparison(judged(status, detail)) is precise
+
+
+def judged(status: str, text: str) -> dict:
+    """A results.json cell as the judge writes one: a failure's evidence (a model check's
+    problems, which its one difference joins with "; ", also one by one in its data), else
+    a detail."""
+    if status != "fail":
+        return {"status": status, "detail": text, "data": {}}
+    problems = text.split("; ")
+    return {"status": status, "evidence": {"differences": [{"text": text}]},
+            "data": {"problems": problems} if len(problems) > 1 else {}}
 
 
 def test_outcome_of_a_mutant() -> None:
@@ -73,7 +84,7 @@ def test_outcome_of_a_mutant() -> None:
                (fixture, version, "cache"): {"status": "xfail", "detail": "known",
                                             "finding": "f"}}
     assert mutation.outcome(mutant, reference, crashed)["outcome"] == "killed (not precise)"
-    compared = {**crashed, (fixture, version, "cache"): {"status": "fail", "detail": "differ"}}
+    compared = {**crashed, (fixture, version, "cache"): judged("fail", "differ")}
     assert mutation.outcome(mutant, reference, compared)["outcome"] == "killed (precise)"
     masked = {**reference, (fixture, version, "cache"): crashed[(fixture, version, "cache")]}
     assert mutation.outcome(mutant, reference, masked)["outcome"] == \

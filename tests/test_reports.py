@@ -7,6 +7,8 @@ from xml.etree import ElementTree
 from conformance.core.signatures import signature
 from conformance.paths import ROOT
 from conformance.results import gate, gate_report, portable, report
+from conformance.results.evidence import CUT, Evidence
+from conformance.results.judge import upgrade
 from conformance.results.verdict import Verdict
 
 NEWLINES = "gemma3-offsets-newlines"  # a finding in findings.toml
@@ -173,12 +175,12 @@ def test_a_newly_known_cell_fails_the_gate_unless_its_finding_is_accepted():
         assert result.ok and not result.newly_known and len(result.accepted) == 1
 
 
-def known_cell(evidence: str, finding: str = NEWLINES, **data: object) -> Verdict:
-    """A known cell the way the judge records it: the evidence inside the detail, the other
-    differences in data["differences"]."""
-    return Verdict("gemma3", "5.17.0", "model", "xfail",
-                   f"reason [observed: {evidence}] (+1 other distinct failure(s))",
-                   data=dict(data), finding=finding)
+def known_cell(evidence: str, finding: str = NEWLINES,
+               differences: list[str] | None = None) -> Verdict:
+    """A known cell the way the judge records it: every difference (`differences`, else the
+    evidence alone) explained by `finding`, the first shown."""
+    return Verdict("gemma3", "5.17.0", "model", "xfail", finding=finding,
+                   evidence=Evidence.of(differences or [evidence], finding))
 
 
 DRIFT = "backend: top logprobs off by 3.13e-02 at position 2 (token 17)"
@@ -219,18 +221,27 @@ def test_a_known_cell_drifting_further_fails_the_gate_and_the_same_drift_passes(
 
 
 def test_an_old_baseline_cell_is_compared_by_the_evidence_in_its_detail():
+    # a schema-1 cell kept its evidence in its detail: read back once (judge.upgrade)
     tricky = "ids [1, 2] vs [1, 3] at position 1 (of [2]) off by 0.5"
-    old = Verdict("gemma3", "5.17.0", "model", "xfail",
-                  f"reason [observed: {tricky}] (with do_pan_and_scan=[True]) "
-                  "(+2 other distinct failure(s))", finding=NEWLINES)
-    assert gate.evidences(old) == [tricky]
-    assert gate.evidences(Verdict("a", "1", "c", "xfail", "no brackets")) == ["no brackets"]
+    cell = {"fixture": "gemma3", "version": "5.17.0", "check": "model", "status": "xfail",
+            "detail": f"reason [observed: {tricky}] (with do_pan_and_scan=[True]) "
+                      "(+2 other distinct failure(s))",
+            "data": {"differences": [tricky, "b", "c"]}, "finding": NEWLINES,
+            "subject": "vllm-backend", "seconds": 0.0, "vllm": "0.31.0"}
+    old = Verdict.from_dict(upgrade(cell))
+    assert old.evidence is not None and old.evidence.shown_text == tricky
+    assert old.evidence.first.options == (("do_pan_and_scan", "[True]"),)
+    assert old.detail.endswith(f"[observed: {tricky}] (with do_pan_and_scan=[True]) "
+                               "(+2 other distinct failure(s))")
+    assert [d.text for d in gate.differences(Verdict("a", "1", "c", "crash", "no evidence"))
+            ] == ["no evidence"]
+    old = known_cell(tricky)
     now = known_cell(tricky, differences=[tricky.replace("0.5", "0.52")])
     assert gate.compare([old], [now]).ok
     assert not gate.compare([old], [known_cell(tricky.replace("[1, 3]", "[1, 4]"))]).ok
     # a long evidence, kept cut at 300 now, with a shorter measured value before the cut
     long = DRIFT + "; " + "the rest of a long evidence " * 12
-    cut = long.replace("3.13e-02", "0.03")[:gate.CUT]
+    cut = long.replace("3.13e-02", "0.03")[:CUT]
     assert gate.compare([known_cell(long)], [known_cell(cut, differences=[cut])]).ok
 
 
@@ -243,7 +254,7 @@ def test_a_set_of_names_printed_in_another_order_is_the_same_difference():
     assert gate.compare([known_cell(said, differences=[said])],
                         [known_cell(shuffled, differences=[shuffled])]).ok
     long = said.replace("'c.weight'", ", ".join(f"'layer.{i}.weight'" for i in range(40)))
-    cut, other = long[:gate.CUT], long.replace("'a.weight', ", "")[:gate.CUT]
+    cut, other = long[:CUT], long.replace("'a.weight', ", "")[:CUT]
     assert cut != other
     assert gate.compare([known_cell(cut, differences=[cut])],
                         [known_cell(other, differences=[other])]).ok

@@ -18,6 +18,7 @@ from conformance.checks.model import reproducer
 from conformance.inputs.cases import Case
 from conformance.inputs.media import Media
 from conformance.results import processing_reproducer, standalone
+from conformance.results.evidence import Difference, Evidence
 from conformance.results.verdict import Verdict
 from conformance.subjects import hf_expansion
 from conformance.subjects.hf import HfSubject
@@ -82,8 +83,8 @@ def exported(name: str, tmp_path: Path, monkeypatch) -> tuple[object, Case]:
     media = CASES[name]
     case = Case(name, media[0].modality, ("a ", *[" b "] * (len(media) - 1), " c"), media)
     cell = Verdict(name, "5.17.0", "placeholders", "fail", subject="vllm-backend",
-                   detail="differs [observed: vs hf: item 0 differs]",
-                   data={"case": case.to_json()})
+                   data={"case": case.to_json()}, evidence=Evidence(
+                       (Difference.of("vs hf: item 0 differs", reference="hf"),)))
     target = standalone.write_standalone(tmp_path / "repro", cell, get_recipe(name), path, path)
     assert target is not None
     source = target.read_text()

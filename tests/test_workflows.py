@@ -87,18 +87,22 @@ def test_commands_in_workflows_exist(command):
 
 
 def test_the_upgrade_gate_takes_the_vllm_release_and_the_nightly_tests_0_33_0():
+    """The releases the workflows name are the catalogue's (env/releases.toml): the gate's
+    baseline is the default release, the nightly GPU job's a release with a GPU recipe."""
     import yaml
 
-    from conformance.core import vllms
+    from conformance.core import catalogue, vllms
 
     upgrade = yaml.safe_load((ROOT / ".github/workflows/transformers-upgrade.yml").read_text())
     inputs = upgrade[True]["workflow_dispatch"]["inputs"]  # YAML 1.1 reads `on` as True
     assert inputs["vllm"]["default"] == vllms.DEFAULT_VLLM
     text = (ROOT / ".github/workflows/transformers-upgrade.yml").read_text()
-    assert 'run --vllm "$VLLM"' in text and "--baseline-vllm 0.31.0" in text
+    assert 'run --vllm "$VLLM"' in text and f"--baseline-vllm {vllms.DEFAULT_VLLM}" in text
     nightly = yaml.safe_load((ROOT / ".github/workflows/nightly-gpu.yml").read_text())
     job = nightly["jobs"]["gpu"]
     assert job["env"] == {"CONFORMANCE_FLAVOR": "gpu", "VLLM": "0.33.0"}
+    row = catalogue.row(job["env"]["VLLM"])
+    assert row is not None and row.environment and "gpu" in row.builds
     steps = "\n".join(step.get("run", "") for step in job["steps"])
     assert 'bootstrap.py env --vllm "$VLLM"' in steps and 'run --vllm "$VLLM"' in steps
     lock = vllms.release("0.33.0").lock("gpu")

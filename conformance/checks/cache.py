@@ -122,11 +122,13 @@ def run(ctx: Context, case: Case) -> Outcome:
     if flipped is not None:
         exercised.add(ORDER)
         differences += order_differences(case, base, flipped)[:1]
+    inputs: dict[str, str] = {}
     if CACHE in subject.capabilities and option_forms.exercised(case):
         found, requested = form_differences(ctx, case)
         differences += found
+        inputs = option_forms.inputs(case, found)
         exercised |= {FORMS} if requested else set()
-    return Outcome.judged(differences, exercised)
+    return Outcome.judged(differences, exercised, inputs)
 
 
 def form_differences(ctx: Context, case: Case) -> tuple[list[str], bool]:

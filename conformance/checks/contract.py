@@ -36,6 +36,9 @@ class Outcome:
     # the processor options under which a checkpoint-level difference was found (a finding
     # bound to options explains it only under them), by the difference
     options: dict[str, tuple[tuple[str, object], ...]] = field(default_factory=dict)
+    # the input variant each difference was found on, where the check names one (the errors
+    # check's unplaceable variant, an option form): what a reproducer replays, by difference
+    inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def differences(self) -> tuple[str, ...]:
@@ -43,10 +46,12 @@ class Outcome:
         return ((self.evidence,) if not self.ok else ()) + self.more
 
     @classmethod
-    def judged(cls, differences: list[str], exercised: set[str]) -> Outcome:
+    def judged(cls, differences: list[str], exercised: set[str],
+               inputs: dict[str, str] | None = None) -> Outcome:
         """The outcome of sub-properties each judged on its own."""
         return cls(not differences, differences[0] if differences else "",
-                   more=tuple(differences[1:]), exercised=frozenset(exercised))
+                   more=tuple(differences[1:]), exercised=frozenset(exercised),
+                   inputs=inputs or {})
 
     @classmethod
     def of(cls, evidence: str | None, measured: dict | None = None) -> Outcome:
@@ -63,6 +68,10 @@ MODEL_REFERENCES = "native vLLM (where vLLM has a model of its own) and the HF m
 # Where a checkpoint-level check function lists every difference it found, besides its
 # one-line evidence: each is judged on its own, so a known one hides no other
 PROBLEMS = "problems"
+# The model checks' references by name, and the data key listing each one's relation to the
+# subject (checks/model/references.py): here, where reading a cell's data needs no model code
+NATIVE_REF, HF_REF = "native", "hf"
+REFERENCES = "references"
 
 
 def returning_outcome(check: Callable[..., tuple[str | None, dict]]) -> Callable[..., Outcome]:

@@ -24,6 +24,7 @@ from typing import Any
 from conformance.checks.contract import Check, Outcome, Proof
 from conformance.checks.differences import error_text
 from conformance.subjects import vllm
+from conformance.subjects.vllm_dummy import DummyItems, dummy_items
 from fixtures.recipe import Recipe
 
 
@@ -40,7 +41,7 @@ def binding(modality: str, largest: list[tuple[int, ...]]) -> dict[str, int]:
     return {"width": max(1, least[0] // 2), "height": max(1, least[1] // 4)}
 
 
-def fields(modality: str, items: vllm.DummyItems, sized: bool) -> dict[str, object]:
+def fields(modality: str, items: DummyItems, sized: bool) -> dict[str, object]:
     """What is compared of one side's dummy items, by the evidence's wording: their number
     built and placed, each one's size where options bind it, and each one's embeddings."""
     found: dict[str, object] = {"s built": len(items.sizes), "s placed": len(items.embeds)}
@@ -56,8 +57,8 @@ def by_options(modality: str, options: dict[str, int] | None) -> dict[str, objec
     return {"s built": 1, "s placed": 1, **size}
 
 
-def compare(modality: str, where: str, mine: vllm.DummyItems | Exception,
-            native: vllm.DummyItems | None, options: dict[str, int] | None) -> list[str]:
+def compare(modality: str, where: str, mine: DummyItems | Exception,
+            native: DummyItems | None, options: dict[str, int] | None) -> list[str]:
     if isinstance(mine, Exception):
         return [f"backend cannot build or process its own dummy {modality} ({where}): "
                 f"{error_text(mine)}"]
@@ -69,13 +70,13 @@ def compare(modality: str, where: str, mine: vllm.DummyItems | Exception,
 
 
 def sides(recipe: Recipe, path: str, modality: str, options: dict[str, int] | None
-          ) -> tuple[vllm.DummyItems | None, vllm.DummyItems | Exception]:
+          ) -> tuple[DummyItems | None, DummyItems | Exception]:
     """Native vLLM's dummy items (None without a native model; its failure is the cell's
     error: the oracle failed) and the backend's, or what building or processing them raised."""
-    native = vllm.dummy_items(path, vllm.NATIVE, modality, options) \
+    native = dummy_items(path, vllm.NATIVE, modality, options) \
         if recipe.native_in_vllm else None
     try:
-        return native, vllm.dummy_items(path, vllm.BACKEND, modality, options)
+        return native, dummy_items(path, vllm.BACKEND, modality, options)
     except Exception as error:  # an engine that would not start: evidence, not an error
         return native, error
 
@@ -84,7 +85,7 @@ def run(recipe: Recipe, path: str, **_: Any) -> Outcome:
     modality = recipe.modalities[0]
     passes = [(None, sides(recipe, path, modality, None))]
     if largest := [got.sizes[0] for got in passes[0][1]
-                   if isinstance(got, vllm.DummyItems) and got.sizes]:
+                   if isinstance(got, DummyItems) and got.sizes]:
         options = binding(modality, largest)
         passes.append((options, sides(recipe, path, modality, options)))
     differences, data = [], {}
@@ -94,7 +95,7 @@ def run(recipe: Recipe, path: str, **_: Any) -> Outcome:
         differences += compare(modality, where, mine, native, options)
         data[where] = {side: f"{[shown(modality, s) for s in got.sizes]} embeds {got.embeds}"
                        for side, got in (("native", native), ("backend", mine))
-                       if isinstance(got, vllm.DummyItems)}
+                       if isinstance(got, DummyItems)}
     outcome = Outcome.judged(differences, set())  # each difference judged on its own
     outcome.measured = data
     return outcome

@@ -136,6 +136,7 @@ def run(ctx: Context, case: Case) -> Outcome:
     of the others. The subject must process the valid case: failing on every input is no
     clear error."""
     differences: list[str] = []
+    inputs: dict[str, str] = {}  # each difference's unplaceable variant, by what it is
     exercised = {VALID}
     try:
         ctx.subject_output(case)
@@ -145,6 +146,7 @@ def run(ctx: Context, case: Case) -> Outcome:
         exercised.add(sub)
         if failure := expect_error(ctx, bad, what, counts=counts):
             differences.append(failure.evidence)
+            inputs[failure.evidence] = what
     if ctx.strategy == "offsets" and case.media and HF_PROCESSOR in ctx.subject.capabilities:
         exercised.add(NO_OFFSETS)
         with without_offsets(ctx.subject.hf_processor()):
@@ -152,7 +154,8 @@ def run(ctx: Context, case: Case) -> Outcome:
                                    patched=True)
         if failure:
             differences.append(failure.evidence)
-    return Outcome.judged(differences, exercised)
+            inputs[failure.evidence] = NO_OFFSETS
+    return Outcome.judged(differences, exercised, inputs)
 
 
 CHECK = Check(

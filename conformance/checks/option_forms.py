@@ -57,6 +57,11 @@ def label(case: Case) -> str:
     return f"{case.option_form} {dict(case.processor_kwargs)}"
 
 
+def inputs(case: Case, found: list[str]) -> dict[str, str]:
+    """Each difference of the case's options in their form, by the form it was found in."""
+    return {text: case.option_form for text in found}
+
+
 def exercised(case: Case) -> bool:
     return bool(case.processor_kwargs and case.option_form)
 

@@ -17,7 +17,8 @@ def run(ctx: Context, case: Case) -> Outcome:
     found = [f"vs {oracle}: {d}" for d in
              prompt_differences(expected, actual, (oracle, ctx.subject.name))]
     requested, exercised = option_forms.differences(ctx, case, actual, prompt_differences)
-    return Outcome.judged(found + requested, {option_forms.FORMS} if exercised else set())
+    return Outcome.judged(found + requested, {option_forms.FORMS} if exercised else set(),
+                          option_forms.inputs(case, requested))
 
 
 CHECK = Check(

@@ -14,7 +14,7 @@ from conformance.checks.differences import describe, prompt_differences
 from conformance.core.subjects import HF, VLLM_BACKEND
 from conformance.inputs.cases import Case
 from conformance.inputs.media import audio_rate, mm_data, smoke_media
-from conformance.subjects import vllm
+from conformance.subjects import make_subject, vllm
 from fixtures.recipe import Recipe
 
 ITEMS_PER_PROMPT = 2
@@ -40,8 +40,6 @@ def smoke_case(recipe: Recipe, path: str) -> Case:
 
 def against_hf(recipe: Recipe, path: str) -> Outcome:
     """Without a native vLLM model the HF processor's own expansion is the oracle."""
-    from conformance.subjects import make_subject
-
     case = smoke_case(recipe, path)
     expected = make_subject(HF, path, recipe).process(case)
     actual = make_subject(VLLM_BACKEND, path, recipe).process(case)

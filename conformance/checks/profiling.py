@@ -31,6 +31,7 @@ from conformance.inputs.forms import (
     frozen_options,
 )
 from conformance.inputs.media import Media, audio_rate
+from conformance.inputs.strategies import IMAGE_SIDES, MAX_ASPECT, audio_samples
 from conformance.subjects import vllm
 from conformance.subjects.context import in_form
 from conformance.subjects.isolation import processor_defaults_fresh
@@ -40,9 +41,6 @@ from fixtures.recipe import Recipe
 def probes(modality: str, rate: int) -> tuple[Media, ...]:
     """The largest items the suites draw: the biggest square and both extreme aspects; the
     longest audio (at `rate` Hz)."""
-    # imported here: the strategies module loads the hypothesis profile when imported
-    from conformance.inputs.strategies import IMAGE_SIDES, MAX_ASPECT, audio_samples
-
     if modality == "audio":
         return (Media("audio", samples=audio_samples(rate)[1], seed=0, rate=rate),)
     side, thin = IMAGE_SIDES[1], int(IMAGE_SIDES[1] / MAX_ASPECT) + 1

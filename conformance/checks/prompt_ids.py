@@ -28,7 +28,8 @@ def run(ctx: Context, case: Case) -> Outcome:
             found += [f"vs {name}: {difference}" for difference in ids_differences(
                 ctx.oracle_output(name, case), actual, (name, ctx.subject.name))]
     requested, exercised = option_forms.differences(ctx, case, actual, ids_differences)
-    return Outcome.judged(found + requested, {option_forms.FORMS} if exercised else set())
+    return Outcome.judged(found + requested, {option_forms.FORMS} if exercised else set(),
+                          option_forms.inputs(case, requested))
 
 
 CHECK = Check(

@@ -23,6 +23,7 @@ from conformance.cli.results import (
 )
 from conformance.cli.run import cmd_run
 from conformance.core.settings import RUNNERS, ignored_by_runner, unknown_variables
+from conformance.core.vllms import DEFAULT_VLLM, IMPL_REFERENCE
 from conformance.paths import REPORTS_DIR
 from conformance.run.versions import DEFAULT_VERSIONS, FULL_VERSIONS
 
@@ -49,14 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--vllm", help="comma-separated vLLMs under test: releases (each in its "
                      "own environment, built on demand) or folders holding a vllm package (a "
                      "source checkout, an unpacked wheel: first on the path of the release of "
-                     "its version); default: 0.31.0, or the vLLM installed where the harness "
-                     "runs when that is another version")
+                     f"its version); default: {DEFAULT_VLLM}, or the vLLM installed where the "
+                     "harness runs when that is another version")
     run.add_argument("--python", action="append", default=[], metavar="PATH",
                      help="the interpreter of an environment that already has vLLM (vLLM's CI "
                      "environment, a nightly, an editable checkout): its vLLM is tested there, "
                      "labelled VERSION@ENVIRONMENT; repeatable, beside --vllm")
     run.add_argument("--subjects", help="comma-separated subjects: vllm-backend (the default), "
-                     "impl (our reference of vLLM 0.31.0's backend)")
+                     f"impl (our reference of vLLM {IMPL_REFERENCE}'s backend)")
     run.add_argument("--checks", help="comma-separated checks (default: all)")
     run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
                      help="hypothesis profile (default: dev)")
@@ -104,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "on this transformers version (gating a candidate against the pin; "
                       "default: the same version, else the baseline's nearest)")
     gate.add_argument("--baseline-vllm", help="compare every cell with the baseline's cell "
-                      "of this vLLM (e.g. 0.31.0: what changed on the vLLM under test; "
+                      f"of this vLLM (e.g. {DEFAULT_VLLM}: what changed on the vLLM under test; "
                       "default: the same vLLM, else the baseline's nearest)")
     gate.add_argument("--details", action="store_true", help="list every cell (default: a "
                       "summary grouped by finding and by difference, with a few cells each)")
@@ -138,8 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "vllm-facts"))
     ver.add_argument("--versions", help="comma-separated versions (default: the full matrix; for "
                      "`newest`, every stable release on the package index)")
-    ver.add_argument("--vllm", default="0.31.0", help="the vLLM release whose environment the "
-                     "overlays go over (default: 0.31.0)")
+    ver.add_argument("--vllm", default=DEFAULT_VLLM, help="the vLLM release whose environment "
+                     f"the overlays go over (default: {DEFAULT_VLLM})")
     ver.add_argument("--write", action="store_true", help="vllm-facts: record the releases "
                      "whose environments this machine has in reports/vllm_facts.json")
     ver.set_defaults(func=cmd_versions)

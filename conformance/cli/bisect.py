@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import argparse
 
+from conformance import expectations
+from conformance.checks import check_ids, get_check
 from conformance.cli.common import BASELINE, csv, fail
 from conformance.core.subjects import IMPL, VLLM_BACKEND
+from conformance.core.vllms import DEFAULT_VLLM
+from conformance.expectations import ANY
+from conformance.results import report
 from conformance.results.verdict import Verdict
-from conformance.run.versions import FULL_VERSIONS
+from conformance.run import bisect, environments, versions
+from conformance.run.plan import CHECKPOINT_SUBJECT
+from conformance.run.versions import FULL_VERSIONS, requested_version, requested_versions
+from conformance.subjects.faults import Fault
 
 
 def add_arguments(bis: argparse.ArgumentParser) -> None:
@@ -27,7 +35,7 @@ def add_arguments(bis: argparse.ArgumentParser) -> None:
     bis.add_argument("--versions", help="comma-separated releases to search (default: every "
                      "stable release between --good and --bad on the package index)")
     bis.add_argument("--vllm", help="the vLLM under test, fixed while transformers moves: a "
-                     "release or a folder holding a vllm package (default: 0.31.0)")
+                     f"release or a folder holding a vllm package (default: {DEFAULT_VLLM})")
     bis.add_argument("--fault", help="plant an impl fault, e.g. 'offset-shift>=5.16.1' (demo)")
     bis.add_argument("--allow-unmet", metavar="DEP", help="as `run --allow-unmet`: packages "
                      "whose requirement a release may be probed without")
@@ -37,10 +45,6 @@ def finding_cells(finding, baseline: list | None = None) -> list[tuple[str, str,
     """(fixture, subject, check) of the cells that show `finding` in the baseline, else those
     its entry names (its fixtures x subjects x checks, none of them "*"); impl's first (no
     engine to load), then in the order the entry lists its fixtures and its evidence."""
-    from conformance.checks import check_ids, get_check
-    from conformance.expectations import ANY
-    from conformance.run.plan import CHECKPOINT_SUBJECT
-
     cells = {(v.fixture, v.subject, v.check) for v in baseline or [] if v.finding == finding.id}
     if not cells:
         checks = check_ids() if ANY in finding.checks else finding.checks
@@ -66,8 +70,6 @@ def chosen_cells(finding, args: argparse.Namespace) -> list[tuple[str, str, str]
 
 
 def _baseline() -> list:
-    from conformance.results import report
-
     try:
         return report.read_results(BASELINE)[0]
     except (OSError, ValueError, KeyError):
@@ -75,13 +77,6 @@ def _baseline() -> list:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from conformance import expectations
-    from conformance.checks import get_check
-    from conformance.core import vllms
-    from conformance.run import bisect
-    from conformance.run.plan import CHECKPOINT_SUBJECT
-    from conformance.run.versions import requested_version, requested_versions, resolve_up_front
-
     given = requested_versions(args.versions, default=())  # a malformed one: one line
     good, bad = (requested_version(v) if v else None for v in (args.good, args.bad))
     finding = None
@@ -105,34 +100,39 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         arch, subject, check = args.arch, args.subject, args.check
     level = get_check(check).level
     subject = subject or (CHECKPOINT_SUBJECT if level == "checkpoint" else IMPL)
-    versions = list(given) or bisect.released_versions(good, bad)
-    if not versions or versions[0] != good or versions[-1] != bad:
+    releases = list(given) or bisect.released_versions(good, bad)
+    if not releases or releases[0] != good or releases[-1] != bad:
         return fail(f"{good} and {bad} must both be released versions, oldest first "
-                    f"(found {versions[:1]} .. {versions[-1:]})")
-    under_test = vllms.parse(args.vllm or vllms.DEFAULT_VLLM)
+                    f"(found {releases[:1]} .. {releases[-1:]})")
+    try:  # parsed once, and planted in each probe's cell it reaches
+        fault = Fault.parse(args.fault) if args.fault else None
+    except ValueError as error:
+        return fail(str(error))
+    under_test = environments.parse(args.vllm or DEFAULT_VLLM)
     # the ends (every release, where given) installable before any probe, or one line each
-    upfront = resolve_up_front(given or (good, bad), [under_test.key],
-                               csv(args.allow_unmet))
+    upfront = versions.resolve_up_front(given or (good, bad), [under_test.key],
+                                        csv(args.allow_unmet))
     if upfront.problems:
         return [fail(line) for line in upfront.problems][-1]
     what = f"finding {finding.id} on " if finding else ""
     others = f"; {len(cells) - 1} other cell(s) show it: --arch/--check/--subject choose" \
         if finding and len(cells) > 1 else ""
-    print(f"bisecting {what}{arch} / {subject} / {check} over {len(versions)} releases "
-          f"{versions[0]} .. {versions[-1]}" + (f" (planted fault {args.fault})"
-                                                  if args.fault else "") + others)
-    cell = bisect.probe_cell(arch, subject, check, args.fault, args.vllm)
+    print(f"bisecting {what}{arch} / {subject} / {check} over {len(releases)} releases "
+          f"{releases[0]} .. {releases[-1]}" + (f" (planted fault {fault})" if fault else "")
+          + others)
+    cell = bisect.probe_cell(arch, subject, check, fault, args.vllm)
 
     def probe(version: str) -> Verdict:
         # a release between the ends that cannot be installed is no answer either way
-        if problems := resolve_up_front([version], [under_test.key],
-                                        csv(args.allow_unmet), log=lambda _: None).problems:
+        if problems := versions.resolve_up_front([version], [under_test.key],
+                                                 csv(args.allow_unmet),
+                                                 log=lambda _: None).problems:
             raise ValueError(f"{problems[0]}; leave it out with --versions")
         return cell(version)
 
     try:
-        result = (bisect.bisect_finding(versions, probe, finding) if finding
-                  else bisect.bisect(versions, probe))
+        result = (bisect.bisect_finding(releases, probe, finding) if finding
+                  else bisect.bisect(releases, probe))
     except ValueError as error:
         return fail(str(error), 1)
     before, after = result.verdicts[result.last], result.verdicts[result.first]

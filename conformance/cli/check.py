@@ -17,17 +17,30 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from conformance import expectations
+from conformance.checks import check_ids, get_check
 from conformance.cli.common import DEFAULT_SUBJECTS, csv, fail
+from conformance.core.settings import Settings
+from conformance.core.vllms import current_label
+from conformance.inputs import checkpoints as checkpoint
+from conformance.inputs.checkpoints import CheckpointError
 from conformance.inputs.forms import OTHER_FORMS, parse_option
+from conformance.results.cells import one_line
+from conformance.results.standalone import write_standalone
 from conformance.results.verdict import BAD, OWNER, Verdict
-
-if TYPE_CHECKING:
-    from conformance.run.attribution import Problem
+from conformance.run import attribution, versions
+from conformance.run.attribution import Problem
+from conformance.run.logs import LOGS, captured
+from conformance.run.plan import Checkpoint, checkpoint_cells
+from conformance.run.session import Session
+from conformance.subjects import vllm
+from conformance.subjects.serving import serving
+from fixtures.registry import RECIPE_MODULES
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 LOG = "check.log"  # in the output folder: what vLLM, transformers and torch write
@@ -85,8 +98,6 @@ def processor_options(given: list[str]) -> dict[str, Any]:
 
 def rerun_under(version: str, args: argparse.Namespace) -> int:
     """Replace this process by the same check with transformers `version`'s overlay."""
-    from conformance.run import versions
-
     overlay = versions.ensure_overlay(version)
     command = [sys.executable, "-m", "conformance", "check", *rerun_argv(args)]
     print(f"[conformance] transformers {version}: {' '.join(command[1:])}", flush=True)
@@ -95,13 +106,9 @@ def rerun_under(version: str, args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from conformance.checks import check_ids
-    from conformance.inputs.checkpoints import CheckpointError
-    from conformance.run.versions import installed_transformers, requested_version
-
     if args.transformers:  # a malformed one is a one-line error before anything is installed
-        args.transformers = requested_version(args.transformers)
-    if args.transformers and args.transformers != installed_transformers():
+        args.transformers = versions.requested_version(args.transformers)
+    if args.transformers and args.transformers != versions.installed_transformers():
         return rerun_under(args.transformers, args)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # the verdicts, not vLLM's progress
     checks = csv(args.checks) or check_ids()
@@ -120,52 +127,42 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def checked(args: argparse.Namespace, checks: tuple[str, ...], console: TextIO) -> int:
     """The check itself; what it says goes to `console`, everything else to the log."""
-    from conformance.checks import get_check
-    from conformance.inputs import checkpoints as checkpoint
-    from conformance.run import attribution
-    from conformance.run.logs import LOGS
-    from conformance.run.versions import installed_transformers
-    from conformance.subjects.serving import serving
-
     def say(line: str = "") -> None:
         print(line, file=console, flush=True)
 
     path = checkpoint.resolve(args.checkpoint)
     if problem := attribution.probe_files(path):
-        raise checkpoint.CheckpointError(problem.line())
+        raise CheckpointError(problem.line())
     recipe = checkpoint.recipe_for(path, args.checkpoint)
     recipe, note = serving(path, recipe)
     if args.processor_option:  # the user's set stands for the architecture's own
         recipe = replace(recipe, processor_options=(processor_options(args.processor_option),))
     dtype = args.dtype if args.dtype != "auto" else (
         "float32" if args.device == "cpu" else "bfloat16")
-    from hypothesis import settings
+    # at the top of this module they would load on every command's start (`conformance --help`)
+    # lazy: the cell runner and the suites import hypothesis (+85 ms)
+    from conformance.run import cell, suite
 
-    import conformance.inputs.strategies  # noqa: F401 - registers the profiles
-    from conformance.core.settings import Settings
-    from conformance.run.session import Session
-    from conformance.run.suite import default_seed
-
-    seed = default_seed(args.profile) if args.seed is None else args.seed
-    out = Path(args.output)
+    seed = suite.default_seed(args.profile) if args.seed is None else args.seed
+    out, version = Path(args.output), versions.installed_transformers()
     session = Session(Settings(device=args.device, dtype=dtype, profile=args.profile,
                                seed=seed), out)
     session.open(owns_folder=False)  # a folder of the user's: only the session's files
-    settings.load_profile(args.profile)  # the suites run in this process
     repro_dir = Path(args.export_repro) if args.export_repro else out / "repro"
-    say(header(args.checkpoint, path, recipe, note, installed_transformers(), args.device,
-               dtype))
+    say(header(args.checkpoint, path, recipe, note, version, args.device, dtype))
     say(f"  case-level checks: profile {args.profile}, seed {seed}")
     if args.processor_option:
         say(f"  processor options {dict(recipe.processor_options[0])}: model-level flat, and "
             f"drawn in the other forms ({', '.join(OTHER_FORMS)})")
-    from conformance.results.standalone import write_standalone
+    cells = checkpoint_cells(Checkpoint(str(path), recipe), checks, DEFAULT_SUBJECTS, version,
+                             current_label())
 
     def with_reproducers() -> list[Verdict]:
         # before any model loads: the HF model transformers loads is the probe (and is reused)
         weights = (attribution.probe_weights(recipe, str(path), args.device, dtype)
                    if any(get_check(c).loads_model for c in checks) else None)
-        verdicts = run_checks(recipe, str(path), checks, say, weights, out)
+        # every cell through the one cell runner; whose problem a failure is, as each comes
+        verdicts = cell.run_here(cells, out, lambda v: say(attributed(v, weights)))
         for v in verdicts:
             if v.status not in ("pass", "n/a") and OWNER not in v.data:
                 written = write_standalone(repro_dir, v, recipe, str(path), args.checkpoint)
@@ -177,13 +174,25 @@ def checked(args: argparse.Namespace, checks: tuple[str, ...], console: TextIO) 
     session.here(with_reproducers)
     verdicts = session.write({
         "checkpoint": str(args.checkpoint), "architecture": recipe.architecture,
-        "findings_of": recipe.name, "transformers": installed_transformers(),
+        "findings_of": recipe.name, "transformers": version,
         "device": args.device, "dtype": dtype, "profile": args.profile, "seed": seed,
         "checks": list(checks)})
     say(verdict_text(verdicts))
     say(f"\nreports: {out}/ (report.md, report.html, results.json, junit.xml; the output of "
         f"vLLM, transformers and torch: {LOG}, a failed cell's in {LOGS}/)")
     return exit_status(verdicts)
+
+
+def attributed(v: Verdict, weights: Problem | None) -> str:
+    """A failed cell whose problem is not the backend's keeps its owner (`OWNER`,
+    `run/attribution.py`); the cell's line, as it comes."""
+    if problem := attribution.attribute(v, weights, get_check(v.check).loads_model):
+        v.data[OWNER] = asdict(problem)
+    cases = f" ({v.data['examples']} cases)" if "examples" in v.data else ""
+    if v.data.get("option_forms"):  # the forms its cases gave the options in
+        cases += f" (option forms tried: {', '.join(v.data['option_forms'])})"
+    owner = f" ({problem.owner})" if problem else ""
+    return f"  {v.status:>7}  {v.subject} / {v.check}{cases} {v.seconds:.1f} s{owner}"
 
 
 def exit_status(verdicts: list[Verdict]) -> int:
@@ -202,8 +211,6 @@ def third_party_output(log: Path) -> Iterator[TextIO]:
     output to its log, `run/logs.py`); the stream returned writes to the terminal's stdout, for
     the verdicts. `log` is this run's alone, and written only where its folder exists by the
     end: a checkpoint refused before any check leaves no folder behind."""
-    from conformance.run.logs import captured
-
     sys.stdout.flush()
     console = open(os.dup(1), "w", encoding="utf-8", errors="replace", buffering=1)
     sink = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8")
@@ -220,9 +227,6 @@ def third_party_output(log: Path) -> Iterator[TextIO]:
 
 def header(ref: str, path: Path, recipe, note: str | None, version: str, device: str,
            dtype: str) -> str:
-    from conformance.subjects import vllm
-    from fixtures.registry import RECIPE_MODULES
-
     oracle = ("native vLLM, the HF processor and the HF model" if recipe.native_in_vllm
               else "the HF processor and the HF model (no native vLLM model)")
     findings = (f"those of fixture {recipe.name} (same architecture)"
@@ -243,47 +247,6 @@ def header(ref: str, path: Path, recipe, note: str | None, version: str, device:
     return "\n".join(lines)
 
 
-def run_checks(recipe, path: str, checks: tuple[str, ...], say: Callable[[str], None],
-               weights: Problem | None = None, folder: Path | None = None) -> list[Verdict]:
-    """Every check in the registry's order: checkpoint-level cells once, suites per subject;
-    each failed cell whose problem is not the backend's keeps its owner (`OWNER`), and its
-    output in its log under `folder` (`logs.in_process`)."""
-    from functools import partial
-
-    from conformance.checks import registry
-    from conformance.core.vllms import current_label
-    from conformance.results.verdict import CellKey
-    from conformance.run.attribution import attribute
-    from conformance.run.cell import run_checkpoint
-    from conformance.run.logs import in_process
-    from conformance.run.plan import CHECKPOINT_SUBJECT
-    from conformance.run.suite import run_suite
-    from conformance.run.versions import installed_transformers
-
-    version = installed_transformers()
-    verdicts: list[Verdict] = []
-    for check in (c for c in registry().values() if c.id in checks):
-        if check.level == "checkpoint":
-            key = CellKey(recipe.name, version, CHECKPOINT_SUBJECT, check.id,
-                          current_label())
-            found = [in_process(folder, partial(run_checkpoint, key, recipe, check,
-                                                lambda: path, exhaustive=False))]
-        else:
-            found = [in_process(folder, partial(run_suite, recipe.name, subject, check.id,
-                                                path=path, recipe=recipe, repro_dir=None))
-                     for subject in DEFAULT_SUBJECTS]
-        for v in found:
-            if problem := attribute(v, weights, check.loads_model):
-                v.data[OWNER] = asdict(problem)
-            cases = f" ({v.data['examples']} cases)" if "examples" in v.data else ""
-            if v.data.get("option_forms"):  # the forms its cases gave the options in
-                cases += f" (option forms tried: {', '.join(v.data['option_forms'])})"
-            owner = f" ({problem.owner})" if problem else ""
-            say(f"  {v.status:>7}  {v.subject} / {v.check}{cases} {v.seconds:.1f} s{owner}")
-        verdicts += found
-    return verdicts
-
-
 def row_note(v: Verdict) -> str:
     if v.status == "xfail":
         return f"known backend limitation: {v.finding}"
@@ -292,14 +255,11 @@ def row_note(v: Verdict) -> str:
     if v.status in BAD:
         return "new"
     if v.status == "n/a":
-        return " ".join(v.detail.split())[:90]
+        return one_line(v.detail, 90)
     return ""
 
 
 def verdict_text(verdicts: list[Verdict]) -> str:
-    from conformance import expectations
-    from conformance.checks import get_check
-
     lines = [f"\n{'check':<13} {'subject':<13} {'verdict':<8} {'cases':>5}  finding"]
     for v in verdicts:
         cases = v.data.get("examples", "-")
@@ -322,8 +282,6 @@ def verdict_text(verdicts: list[Verdict]) -> str:
             if not any(v.data.get("reproducer") for v in cells):
                 lines.append("      no standalone reproducer for these checks: the failing "
                              "case is in results.json")
-    from conformance.run.attribution import Problem
-
     owned: dict[str, list[Verdict]] = {}
     for v in verdicts:
         if v.status in BAD and OWNER in v.data:
@@ -340,7 +298,7 @@ def verdict_text(verdicts: list[Verdict]) -> str:
             repro = (f"\n      reproducer: {v.data['reproducer']}" if v.data.get("reproducer")
                      else "")
             lines.append(f"  - {v.check} ({v.subject}), {v.status}: "
-                         f"{' '.join(v.detail.split())[:400]}"
+                         f"{one_line(v.detail, 400)}"
                          f"\n      hint: {get_check(v.check).hint}{repro}")
     elif not known and not owned:
         lines.append("\nEvery applicable check passes.")

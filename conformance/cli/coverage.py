@@ -15,6 +15,9 @@ from conformance.cli.common import fail
 from conformance.expectations import coverage as catalogue
 from conformance.inputs.coverage import BACKEND_ONLY, FALLBACK, NATIVE
 from conformance.paths import ROOT
+from conformance.run import versions
+from conformance.run.versions import FULL_VERSIONS
+from fixtures.registry import recipes_by_architecture
 
 TABLE_DOC = ROOT / "docs" / "coverage.md"
 README = ROOT / "README.md"
@@ -24,8 +27,6 @@ README_END = "<!-- architectures: end -->"
 
 def probe_version(version: str) -> dict[str, Any]:
     """The probe, run in a process with `version`'s transformers (its overlay)."""
-    from conformance.run import versions
-
     env = versions.ensure_overlay(version).environ()
     env.setdefault("TRANSFORMERS_VERBOSITY", "error")
     out = subprocess.run([sys.executable, "-m", "conformance.inputs.coverage"], env=env,
@@ -37,8 +38,6 @@ def probe_version(version: str) -> dict[str, Any]:
 
 
 def fixtures_by_architecture() -> dict[str, list[str]]:
-    from fixtures.registry import recipes_by_architecture
-
     # the catalogue is of the generative classes: a pooling fixture (LlavaModel,
     # Gemma3ForSequenceClassification) serves a model type through another runner
     found = {architecture: [r.name for r in recipes if not r.pooling]
@@ -163,8 +162,6 @@ def table_doc(probes: list[dict[str, Any]], lines: list[str]) -> str:
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
-    from conformance.run.versions import FULL_VERSIONS
-
     requested = args.versions.split(",") if args.versions else list(FULL_VERSIONS)
     if args.write and requested != list(FULL_VERSIONS):
         return fail("--write records the full matrix's probes: leave out --versions")

@@ -11,9 +11,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conformance.cli.common import csv, fail
+from conformance.core import vllm_facts, vllms
+from conformance.core.vllms import DEFAULT_VLLM, release, unsupported
 from conformance.paths import ROOT
+from conformance.run import versions
+from conformance.run.environments import from_folder, is_folder_spec
 from conformance.run.versions import FULL_VERSIONS, in_vllm_window
-from impl.version import parse_version
+from fixtures.build import tree_digest
+from fixtures.registry import available_recipes
+from fixtures.variants import build_fixture, get_recipe  # get_recipe: a variant's name too
+from impl.version import parse_version, placeholder_strategy
 
 if TYPE_CHECKING:
     from fixtures.recipe import Recipe
@@ -24,17 +31,14 @@ def show_vllm_facts(write: bool, spec: str) -> int:
     a folder: in the folder's vllm package, an unpacked wheel of a release whose environment
     cannot be built here, over its release's), else as recorded; `write` records the probed
     ones (keeping the others' records)."""
-    from conformance.core import vllm_facts, vllms
-    from conformance.core.vllms import RELEASES
-
     folder = None
-    if vllms.is_folder_spec(spec):
+    if is_folder_spec(spec):
         try:
-            folder = vllms.from_folder(spec)
+            folder = from_folder(spec)
         except ValueError as error:
             return fail(str(error))
     found = dict(vllm_facts.recorded())
-    for version, rel in RELEASES.items():
+    for version, rel in vllms.releases().items():
         python, source = rel.interpreter, None
         if folder is not None and vllms.release_of(folder.label) == version:
             python, source = Path(sys.executable), str(folder.source)
@@ -55,10 +59,6 @@ def show_vllm_facts(write: bool, spec: str) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    from conformance.core.vllms import DEFAULT_VLLM, release, unsupported
-    from conformance.run import versions
-    from impl.version import placeholder_strategy
-
     if args.action == "vllm-facts":
         return show_vllm_facts(args.write, args.vllm)
     if args.action == "newest-vllm":  # stdout: the release alone, what `--vllm` takes
@@ -107,13 +107,11 @@ def fixture_bounds(recipe: Recipe) -> list[dict]:
     where the release stops working (below it a cell is n/a); above its pin versions are
     upgrade candidates, so they run: no upper end but the recipe's. Releases with the same
     bounds share a row."""
-    from conformance.core.vllms import RELEASES
-
     rows: dict[tuple[str | None, str | None], list[str]] = {}
-    for release in RELEASES.values():
-        lows = [v for v in (recipe.min_transformers, release.window[0]) if v]
+    for found in vllms.releases().values():
+        lows = [v for v in (recipe.min_transformers, found.window[0]) if v]
         low = max(lows, key=parse_version) if lows else None
-        rows.setdefault((low, recipe.max_transformers), []).append(release.version)
+        rows.setdefault((low, recipe.max_transformers), []).append(found.version)
     return [{"vllm": vllms, "transformers_min": low, "transformers_max": high}
             for (low, high), vllms in rows.items()]
 
@@ -128,9 +126,6 @@ def bounds_text(row: dict) -> str:
 
 
 def cmd_fixtures(args: argparse.Namespace) -> int:
-    from fixtures.registry import available_recipes
-    from fixtures.variants import get_recipe  # a config variant by its name too (llava~full)
-
     names = csv(args.fixtures) or available_recipes()
     if args.action == "list":
         recipes = [get_recipe(name) for name in names]
@@ -147,9 +142,6 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
                   f"{','.join(recipe.modalities):<12} mirrors {recipe.mirrors:<46} "
                   f"transformers {bounds}")
         return 0
-    from fixtures.build import tree_digest
-    from fixtures.variants import build_fixture
-
     for name in names:
         started = time.monotonic()
         path = build_fixture(name, args.profile, force=args.force)
@@ -159,8 +151,6 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from conformance.run import versions
-
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
         return fail("nothing to run (conformance exec --transformers V -- COMMAND ...)")

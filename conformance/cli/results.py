@@ -9,7 +9,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from conformance import expectations
+from conformance.checks import ORDER, checks_markdown, registry
 from conformance.cli.common import fail
+from conformance.expectations.document import DOCUMENT, findings_markdown
+from conformance.results import gate, gate_report, report
+from conformance.results.portable import folder_absolute, portable_cells, portable_meta
 from conformance.results.verdict import BAD, Verdict
 from impl.version import bounds
 
@@ -18,7 +23,6 @@ if TYPE_CHECKING:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from conformance.results import gate, gate_report, report
 
     baseline, _ = report.read_results(Path(args.baseline))
     current, _ = report.read_results(Path(args.results))
@@ -40,8 +44,6 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from conformance.results import report
-    from conformance.results.portable import portable_cells, portable_meta
 
     verdicts, meta = report.read_results(Path(args.results))
     out = Path(args.output)
@@ -58,8 +60,6 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from conformance.results import report
-    from conformance.results.portable import folder_absolute
 
     verdicts: list[Verdict] = []
     metas = []
@@ -82,7 +82,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_known(args: argparse.Namespace) -> int:
-    from conformance.expectations.document import DOCUMENT, findings_markdown
 
     text = findings_markdown()
     if not args.write:
@@ -95,7 +94,6 @@ def cmd_known(args: argparse.Namespace) -> int:
 
 
 def cmd_checks(args: argparse.Namespace) -> int:
-    from conformance.checks import checks_markdown, registry
 
     if not args.json:
         print(checks_markdown(), end="")
@@ -125,7 +123,6 @@ def finding_row(finding: Finding) -> dict:
 
 def checks_text(checks: list[str]) -> str:
     """A finding's checks, short: most of the catalogue reads as what it leaves out."""
-    from conformance.checks import ORDER  # every check, without importing them
 
     left_out = [c for c in ORDER if c not in checks]
     if set(checks) <= set(ORDER) and len(left_out) <= 3:
@@ -148,7 +145,6 @@ def findings_table(rows: list[dict]) -> list[str]:
 
 
 def cmd_findings(args: argparse.Namespace) -> int:
-    from conformance import expectations
 
     rows = [finding_row(finding) for finding in expectations.load()]
     if args.json:

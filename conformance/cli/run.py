@@ -8,12 +8,17 @@ import sys
 import time
 from pathlib import Path
 
+from conformance import expectations
+from conformance.checks import check_ids
 from conformance.cli.common import DEFAULT_SUBJECTS, RUN_SUBJECTS, csv, fail
+from conformance.core import vllms as vllm_axis
 from conformance.core.settings import Settings
 from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
+from conformance.results import report
 from conformance.results.verdict import BAD, CellKey, Verdict
-from conformance.run.environments import ensure_env
+from conformance.run.environments import ensure_env, parse_many
+from conformance.run.plan import expand_cells, shard
 from conformance.run.session import Session
 from conformance.run.versions import (
     ENV_VERSION,
@@ -21,37 +26,29 @@ from conformance.run.versions import (
     resolve_up_front,
     runs_column,
 )
+from conformance.subjects.faults import Fault
+from conformance.subjects.kernels import cap, in_child
+from fixtures.registry import available_recipes
+from fixtures.variants import known_names, variant_names
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from conformance.checks import check_ids
-    from conformance.results import report
-    from conformance.run.plan import expand_cells, shard
-    from fixtures.variants import known_names
-
     fixtures = selected_fixtures(args.fixtures, args.variants)
     all_checks = check_ids()
     checks = csv(args.checks) or all_checks
     subjects = csv(args.subjects) or RUN_SUBJECTS
     versions = requested_versions(args.versions)  # a malformed one: a one-line error
-    from conformance.core import vllms as vllm_axis
-
     # a one-line error names a bad one
-    under_test = vllm_axis.parse_many(csv(args.vllm), tuple(args.python))
+    under_test = parse_many(csv(args.vllm), tuple(args.python))
     for kind, given, known in (("fixture", fixtures, known_names()), ("check", checks, all_checks),
                                ("subject", subjects, DEFAULT_SUBJECTS)):
         if unknown := sorted(set(given) - set(known)):
             return fail(f"unknown {kind}(s) {', '.join(unknown)} (known: {', '.join(known)})")
-    if args.fault:
-        from conformance.subjects.faults import target
-
-        try:  # every fault names the subject it targets: an unknown one has none
-            target(args.fault.partition(">=")[0])
-        except KeyError as error:
-            return fail(str(error).strip('"'))
+    try:  # parsed once: every fault names the subject it targets, an unknown one has none
+        fault = Fault.parse(args.fault) if args.fault else None
+    except ValueError as error:
+        return fail(str(error))
     try:  # every worker reads them: a malformed entry is the user's to fix, before any cell
-        from conformance import expectations
-
         expectations.load()
     except (ValueError, KeyError, OSError) as error:
         return fail(f"conformance/expectations/findings.toml: {error}")
@@ -63,8 +60,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"error: {line}", file=sys.stderr)
         return 2
     run_dir = Path(args.output) if args.output else DEFAULT_OUTPUT
-    session = Session(Settings(device=args.device, dtype=args.dtype, profile=args.profile,
-                               fault=args.fault), run_dir)
+    session = Session(Settings(device=args.device, dtype=args.dtype, profile=args.profile),
+                      run_dir, fault=fault)
     # another run's folder, or results a new run would delete: refused before anything slow
     session.claim(resume=args.resume, refuse_earlier=refuses_earlier(args.output, args.fresh))
     if args.jobs is None:
@@ -101,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "fixtures": list(fixtures), "versions": list(versions), "subjects": list(subjects),
         "checks": list(checks), "profile": args.profile, "seed": seed, "shard": args.shard,
         "device": args.device, "dtype": args.dtype,
-        **({"fault": args.fault} if args.fault else {}),
+        **({"fault": str(fault)} if fault else {}),
         "environment_transformers": ENV_VERSION,
         "vllm": list(under_test),
         # a folder is named by its label; where it was is no part of the results (portable)
@@ -123,8 +120,6 @@ def kernel_builds(under_test: dict, device: str) -> dict[str, str]:
     """Each vLLM's CPU kernel build on this machine (vLLM picks it by the CPU), said once up
     front and kept in the results: asked in a child process of the vLLM's own environment,
     so a build this CPU cannot run is its model cells' reason, never a dead process."""
-    from conformance.subjects.kernels import cap, in_child
-
     if device != "cpu":
         return {}
     cap()  # a value it cannot take: the run's one-line error, before any worker
@@ -139,9 +134,6 @@ def kernel_builds(under_test: dict, device: str) -> dict[str, str]:
 def selected_fixtures(given: str | None, variants: bool) -> tuple[str, ...]:
     """`--fixtures` (default: every fixture), and with `--variants` every config variant of
     those (`llava~full`, fixtures/variants.py) after them; a variant is named like a fixture."""
-    from fixtures.registry import available_recipes
-    from fixtures.variants import variant_names
-
     fixtures = csv(given) or available_recipes()
     return tuple(dict.fromkeys((*fixtures, *variant_names(fixtures)))) if variants else fixtures
 
@@ -158,6 +150,7 @@ def run_seed(requested: int | None, profile: str, done: list[Verdict]) -> int:
     """The seed of a run's suites: `--seed`, else the one the cells of the run it resumes drew
     from (a resumed run stays one run), else the profile's (fixed for dev and ci, new for
     nightly)."""
+    # lazy: the suites import hypothesis: +85 ms on every command's start (`conformance --help`)
     from conformance.run.suite import default_seed
 
     resumed = {v.data["seed"] for v in done if "seed" in v.data}

@@ -9,6 +9,7 @@ import functools
 import json
 from pathlib import Path
 
+from conformance.core import catalogue
 from conformance.paths import ROOT
 from impl.version import parse_version
 
@@ -24,6 +25,15 @@ def cells(path: Path = BASELINE) -> tuple[dict, ...]:
         return tuple(json.loads(path.read_text())["cells"])
     except (OSError, ValueError, KeyError):
         return ()
+
+
+def shown_evidence(cell: dict) -> str:
+    """The difference a cell's verdict shows, whole, read from its evidence (results.json's
+    `evidence`, results/evidence.py); "" where it has none (a pass, an n/a)."""
+    evidence = cell.get("evidence")
+    if not evidence:
+        return ""
+    return evidence.get("whole") or evidence["differences"][evidence.get("shown", 0)]["text"]
 
 
 def measured(found: tuple[dict, ...] | None = None) -> dict[str, tuple[str, ...]]:
@@ -48,8 +58,11 @@ def _summary(found: tuple[dict, ...]) -> tuple[dict[str, tuple[str, ...]], froze
         return _LAST[0][1]
     versions: dict[str, set[str]] = {}
     ran: dict[str, bool] = {}
+    # a cell with no `vllm` was recorded before vLLM was an axis: the default's (as a Verdict
+    # reads it)
+    unlabelled = catalogue.default_release()
     for cell in found:
-        vllm = cell.get("vllm", "0.31.0")
+        vllm = cell.get("vllm", unlabelled)
         versions.setdefault(vllm, set()).add(cell["version"])
         if cell["check"] in ENGINE_CHECKS:
             ran[vllm] = ran.get(vllm, False) or cell["status"] != "n/a"

@@ -1,46 +1,48 @@
-"""The vLLM under test: a release with an environment of its own, an environment that already
-has vLLM (`--python PATH`: vLLM's own CI environment, a nightly, an editable checkout of main),
-or a folder holding a `vllm` package (a source checkout, an unpacked wheel) put first on the
-path of a release's environment.
+"""The vLLM under test, named and described: a release with an environment of its own, an
+environment that already has vLLM (`--python PATH`: vLLM's own CI environment, a nightly, an
+editable checkout of main), or a folder holding a `vllm` package (a source checkout, an
+unpacked wheel) put first on the path of a release's environment.
 
-vLLM 0.31.0 is the default: its environment is `.venv` (or `$CONFORMANCE_VENV`), built from
-`env/requirements-*.lock`. Every other release's is beside it (`.venv-vllm-X`), built from
-`env/vllm-X/` on demand by `scripts/bootstrap.py env --vllm X`, which owns the building; this
-module only names the paths, the same way (a test keeps the two in step).
+The releases come from the catalogue (env/releases.toml, core/catalogue.py). Its default
+release's environment is `.venv` (or `$CONFORMANCE_VENV`), built from `env/requirements-*.lock`.
+Every other release's is beside it (`.venv-vllm-X`), built from `env/vllm-X/` on demand by
+`scripts/bootstrap.py env --vllm X`, which owns the building; this module only names the
+paths, the same way (a test keeps the two in step). Reading a `--vllm` spec, fetching a wheel
+and grafting a CPU build's kernels are run/environments.py's.
 
-A cell's `vllm` is a label: the release (`0.32.0`) or, for an environment or a folder, its
-version and name (`0.34.0.dev3@ci-venv`, `0.32.0@vllm-src`), so their cells never mix with a
+A cell's `vllm` is a label: the release (`X.Y.Z`) or, for an environment or a folder, its
+version and name (`X.Y.Z.dev3@ci-venv`, `X.Y.Z@vllm-src`), so their cells never mix with a
 release's own. What a label's vLLM supports is read from it (`facts_of`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance.core import baseline, cpu_engine, vllm_facts
-from conformance.core.package_index import unpacked_wheel, wheel_folder
+from conformance.core import baseline, catalogue, vllm_facts
 from conformance.core.settings import current
-from conformance.paths import ENV_DIR, ROOT
+from conformance.paths import ROOT, cache_dir
 from impl.version import in_range, is_release, parse_version
 
-DEFAULT_VLLM = "0.31.0"
-"""The release tested when none is named; `impl` reproduces its backend."""
+DEFAULT_VLLM = catalogue.default_release()
+"""The release tested when none is named; `impl` reproduces its backend (the catalogue's
+default row)."""
 
 IMPL_REFERENCE = DEFAULT_VLLM
 """Whose backend `impl` reproduces, whatever vLLM a run tests (it names it in reports)."""
+
 
 def default_axis() -> tuple[str, ...]:
     """The releases a run tests when none is named: the one `impl` reproduces and the newest
     release whose engine the committed baseline ran (core/baseline.py): derived, never typed.
     A new release joins it once its cells are in the baseline; until then the weekly
     workflow gates it (`conformance versions newest-vllm`, docs/versions.md). A release with
-    no CPU build runs its wheel's Python on a CPU build's kernels (core/cpu_engine.py)."""
+    no CPU build runs its wheel's Python on a CPU build's kernels (run/cpu_engine.py)."""
     newest = baseline.newest_engine_release()
     return tuple(dict.fromkeys([DEFAULT_VLLM, *([newest] if newest else [])]))
 
@@ -55,7 +57,8 @@ class Release:
 
     @property
     def spec_dir(self) -> Path:
-        return ENV_DIR if self.version == DEFAULT_VLLM else ENV_DIR / f"vllm-{self.version}"
+        env = catalogue.env_dir()
+        return env if self.version == DEFAULT_VLLM else env / f"vllm-{self.version}"
 
     @property
     def venv(self) -> Path:
@@ -90,7 +93,7 @@ class Release:
     def facts(self) -> vllm_facts.Facts | None:
         """Read from its environment where this machine has it (probed once, then cached),
         else from the record of the environments built here (`reports/vllm_facts.json`), else
-        from its wheel where this machine unpacked it (`unpacked_wheel`: probed over the
+        from its wheel where this machine unpacked it (run/package_index.py: probed over the
         default release's environment); None: none of them."""
         python = self.interpreter
         if python.exists():
@@ -100,7 +103,7 @@ class Release:
         if (found := vllm_facts.recorded().get(self.version)) is not None:
             return found
         wheel = wheel_folder(self.version)
-        default = RELEASES[DEFAULT_VLLM].interpreter
+        default = releases()[DEFAULT_VLLM].interpreter
         if (wheel / "vllm" / "__init__.py").is_file() and default.exists():
             try:
                 return vllm_facts.facts(str(default), str(wheel))
@@ -174,23 +177,38 @@ Home = Release | Environment  # where a vLLM under test runs
 _ENVIRONMENTS: dict[str, Environment] = {}  # the environments this process was given, by key
 
 
+def register(home: Environment) -> None:
+    """An environment this process was given (`--python`): its label names it from then on."""
+    _ENVIRONMENTS[home.key] = home
+
+
 def where(key: str) -> Home:
     """The release or given environment that `key` (a release's version, an environment's
     label) names."""
-    if key in RELEASES:
-        return RELEASES[key]
+    known = releases()
+    if key in known:
+        return known[key]
     if key in _ENVIRONMENTS:
         return _ENVIRONMENTS[key]
     raise ValueError(f"unknown vLLM {key!r}: this project tests the releases "
-                     f"{', '.join(RELEASES)}, an environment given by --python, or a folder")
+                     f"{', '.join(known)}, an environment given by --python, or a folder")
 
 
-RELEASES: dict[str, Release] = {
-    "0.31.0": Release("0.31.0"),
-    "0.32.0": Release("0.32.0"),
-    # CUDA only (torch 2.14.0): the nightly GPU job's; env/vllm-0.33.0 has no CPU lock
-    "0.33.0": Release("0.33.0", builds=("gpu",)),
-}
+def releases() -> dict[str, Release]:
+    """The releases with an environment recipe here (the catalogue's rows that have one),
+    oldest first."""
+    return dict(_releases(catalogue.rows()))
+
+
+@functools.cache
+def _releases(rows: tuple[catalogue.Row, ...]) -> dict[str, Release]:
+    # one Release per row, the same object every time it is asked for
+    return {row.version: Release(row.version, row.builds) for row in rows if row.environment}
+
+
+def wheel_folder(version: str) -> Path:
+    """Where a release's wheel is unpacked in the cache (run/package_index.py fetches it)."""
+    return cache_dir() / "vllm-wheels" / f"vllm-{version}"
 
 
 def vllm_cache_root(label: str, env: dict[str, str]) -> Path:
@@ -259,122 +277,18 @@ class VllmUnderTest:
 
 
 def release(version: str) -> Release:
-    """A release of the catalogue, or any other release of the package index (`0.34.0`): one
-    the catalogue lacks has no environment recipe here, so it runs as a CUDA-only release
-    does (its wheel's Python; on a CPU machine with a CPU build's kernels grafted in), its
-    facts read from its wheel; a version the index lacks fails when its wheel is fetched."""
-    if version in RELEASES:
-        return RELEASES[version]
+    """A release of the catalogue, or any other release of the package index: one with no
+    environment recipe here runs as a CUDA-only release does (its wheel's Python; on a CPU
+    machine with a CPU build's kernels grafted in), its facts read from its wheel; a version
+    the index lacks fails when its wheel is fetched."""
+    known = releases()
+    if version in known:
+        return known[version]
     if not is_release(version):
         raise ValueError(f"unknown vLLM release {version!r}: give a release (X.Y.Z, e.g. "
-                         f"{', '.join(RELEASES)}), a folder holding a vllm package, or --python")
-    return Release(version, builds=("gpu",))
-
-
-def is_folder_spec(spec: str) -> bool:
-    return os.sep in spec or spec.startswith(".") or Path(spec).is_dir()
-
-
-# `__version__ = version = '0.32.0'`, as setuptools-scm / vcs-versioning write it
-_VERSION_LINE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
-                           re.MULTILINE)
-
-
-def folder_version(folder: Path) -> str:
-    """The version of the vllm package in `folder`: its `_version.py` (setuptools-scm writes
-    it into a built checkout and a wheel), else a wheel's dist-info."""
-    version_file = folder / "vllm" / "_version.py"
-    if version_file.is_file() and (match := _VERSION_LINE.search(version_file.read_text())):
-        return match.group(1)
-    for metadata in sorted(folder.glob("vllm*.dist-info/METADATA")):
-        for line in metadata.read_text(errors="replace").splitlines():
-            if line.startswith("Version:"):
-                return line.split(":", 1)[1].strip()
-    raise ValueError(f"{folder}: no version for its vllm package (no vllm/_version.py, no "
-                     "vllm*.dist-info): build the checkout once (pip install -e . writes it)")
-
-
-def from_folder(spec: str) -> VllmUnderTest:
-    folder = Path(spec).expanduser().resolve()
-    if not (folder / "vllm" / "__init__.py").is_file():
-        raise ValueError(f"{folder} holds no vllm package (no vllm/__init__.py): give a vLLM "
-                         "source checkout or an unpacked wheel")
-    version = parse_version(folder_version(folder))
-    # a checkout of 0.32.x (a dev build, a patch) runs in the 0.32 release's environment
-    same_minor = [r for r in RELEASES.values() if r.buildable
-                  and parse_version(r.version).release[:2] == version.release[:2]]
-    label = f"{version}@{folder.name}"
-    if same_minor:
-        return VllmUnderTest(label, same_minor[-1], folder)
-    return VllmUnderTest(label, fitting_release(folder, version), folder)
-
-
-# what a worker imports of a vLLM before any cell: the backend and vLLM's compiled extension
-_IMPORTS = ("import vllm, vllm.model_executor.models.transformers.multimodal, "
-            "vllm.model_executor.models.registry")
-
-
-def fitting_release(folder: Path, version, prefer: str | None = None) -> Release:
-    """For a folder of a version no release here matches (a checkout of main, a newer wheel,
-    a CUDA-only release's wheel on a CPU machine): the release environment `prefer` names, else
-    the newest on this machine, in which its vllm imports (its Python over that environment's
-    torch and compiled parts); else a one-line error with what each lacks."""
-    lacks = []
-    order = sorted(RELEASES.values(), key=lambda r: (r.version == prefer, parse_version(r.version)),
-                   reverse=True)
-    for found in order:
-        if not found.interpreter.exists():
-            continue
-        done = subprocess.run([str(found.interpreter), "-c", _IMPORTS], capture_output=True,
-                              text=True, env=vllm_facts.own_environ(str(folder)))
-        if done.returncode == 0:
-            return found
-        lacks.append(f"over {found.version}'s: "
-                     f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
-    raise ValueError(f"{folder} holds vLLM {version}, which no environment here can import ("
-                     + ("; ".join(lacks) or "no release environment is built") + ")")
-
-
-def from_python(path: str | Path) -> VllmUnderTest:
-    """The vLLM of the environment whose interpreter is `path` (not resolved through links: a
-    venv's `bin/python` links to the base interpreter)."""
-    python = Path(path).expanduser().absolute()
-    if not python.is_file() or not os.access(python, os.X_OK):
-        raise ValueError(f"{python} is not an interpreter (give an environment's bin/python)")
-    home = Environment(python)
-    _ENVIRONMENTS[home.key] = home
-    return VllmUnderTest(home.key, home)
-
-
-def parse(spec: str) -> VllmUnderTest:
-    """`0.32.0` (a release) or a folder path: the one-line error says which is wrong."""
-    spec = spec.strip()
-    if is_folder_spec(spec):
-        return from_folder(spec)
-    found = release(spec)
-    if found.buildable:
-        return VllmUnderTest(spec, found)
-    # a release with no build for this machine (0.33.0 is CUDA only): its wheel's Python over
-    # the default release's environment where it imports there (the same cells on every
-    # machine, whichever other environments it has built), else the newest it imports in; its
-    # engine cannot start here (its model cells say so)
-    wheel = unpacked_wheel(found.version)
-    home = fitting_release(wheel, found.version, prefer=DEFAULT_VLLM)
-    if "cpu" in found.builds or flavor() != "cpu":
-        return VllmUnderTest(spec, home, wheel)
-    # a CPU machine: the newest CPU build's kernels under the release's Python, so that its
-    # engine starts and its model cells run (docs/versions.md#testing-another-vllm)
-    kernels_version, kernels = cpu_engine.cpu_kernels()
-    topup = (cpu_engine.topup_library(found.version, home.interpreter)
-             if cpu_engine.needs_topup(found.version) else None)
-    return VllmUnderTest(spec, home, cpu_engine.grafted(wheel, kernels, kernels_version, topup),
-                         kernels_version)
-
-
-def flavor() -> str:
-    """`gpu` where the environments are CUDA builds (as scripts/bootstrap.py decides)."""
-    chosen = os.environ.get("CONFORMANCE_FLAVOR")
-    return chosen or ("gpu" if shutil.which("nvidia-smi") else "cpu")
+                         f"{', '.join(known)}), a folder holding a vllm package, or --python")
+    row = catalogue.row(version)
+    return Release(version, row.builds if row else ("gpu",))
 
 
 def installed_version() -> str | None:
@@ -383,29 +297,6 @@ def installed_version() -> str | None:
         return str(parse_version(vllm_facts.installed().version))
     except RuntimeError:  # no vLLM distribution installed
         return None
-
-
-def default() -> list[VllmUnderTest]:
-    """What a run tests when given no vLLM: the default axis (`default_axis`), or, where the
-    harness is installed beside another vLLM (vLLM's own CI environment), that one alone."""
-    found = installed_version()
-    if found is not None and found != DEFAULT_VLLM:
-        return [from_python(sys.executable)]
-    chosen = []
-    for version in default_axis():
-        try:
-            chosen.append(parse(version))
-        except (RuntimeError, ValueError) as error:
-            raise ValueError(f"{error} (vLLM {version} is in the default vLLM axis; "
-                             f"--vllm {DEFAULT_VLLM} tests the default release alone)") from None
-    return chosen
-
-
-def parse_many(specs: tuple[str, ...], pythons: tuple[str, ...] = ()) -> dict[str, VllmUnderTest]:
-    """Labels -> what they test, in the order given: releases and folders, then environments
-    by their interpreter (none of either: `default()`)."""
-    chosen = [parse(s) for s in specs] + [from_python(p) for p in pythons] or default()
-    return {v.label: v for v in chosen}
 
 
 def of_label(label: str, known: dict[str, VllmUnderTest] | None = None) -> VllmUnderTest:
@@ -424,7 +315,7 @@ def facts_of(label: str) -> vllm_facts.Facts | None:
     it runs (its own environment's)."""
     if label in _ENVIRONMENTS:
         return _ENVIRONMENTS[label].facts
-    if (found := RELEASES.get(release_of(label))) is not None:
+    if (found := releases().get(release_of(label))) is not None:
         return found.facts
     if is_release(label):  # a release the catalogue lacks: what its wheel says
         return release(label).facts
@@ -438,10 +329,11 @@ def facts_of(label: str) -> vllm_facts.Facts | None:
 
 def release_of(label: str) -> str:
     """The release whose environment a label runs in (a folder's: by major.minor)."""
-    if label in RELEASES:
+    known = releases()
+    if label in known:
         return label
     version = parse_version(label.split("@", 1)[0])
-    for candidate in RELEASES.values():
+    for candidate in known.values():
         if parse_version(candidate.version).release[:2] == version.release[:2]:
             return candidate.version
     return label

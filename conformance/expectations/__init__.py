@@ -106,14 +106,20 @@ class Finding:
         explains another's failure) is in `observed`, and a drift `observed` reports is
         within the bound the finding states for the check (none stated: it explains no
         drift, so a larger one, or a numeric difference beside a known one, is new)."""
+        return self.part_shown(check, observed, fixture) is not None
+
+    def part_shown(self, check: str, observed: str, fixture: str | None = None) -> str | None:
+        """The evidence string of it that `observed` shows, as `shown_by` decides (None:
+        it does not show the finding)."""
         scoped = (tuple(e for name in _names(fixture)
                         for e in self.evidence.get(f"{check}@{name}", ())) if fixture else ())
         shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ()) + scoped
-        if not any(text in observed for text in shown):
-            return False
+        part = next((text for text in shown if text in observed), None)
+        if part is None:
+            return None
         drift = magnitude(observed)
         bound = self.drift.get(check, self.drift.get(ANY))
-        return drift is None or (bound is not None and drift <= bound)
+        return part if drift is None or (bound is not None and drift <= bound) else None
 
     def describe_versions(self, spec: str | None = None) -> str:
         low, high = bounds(self.versions if spec is None else spec)

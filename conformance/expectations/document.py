@@ -6,7 +6,6 @@ committed file equal to what `findings_markdown()` renders from findings.toml.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections import defaultdict
 from pathlib import Path
@@ -17,7 +16,7 @@ from conformance.core.signatures import difference_kind
 from conformance.core.vllms import release
 from conformance.expectations import ANY, SIDES, UPSTREAM, Finding, load
 from conformance.paths import ROOT
-from impl.version import bounds, in_range, matches
+from impl.version import bounds, in_range, matches, parse_version
 
 DOCUMENT = ROOT / "docs" / "findings.md"
 WIDTH = 100
@@ -123,7 +122,6 @@ def _confirmed_by(finding: Finding) -> str:
 def _observed(cells: list[dict]) -> list[str]:
     """Per transformers version its cells, and each signature observed (the check and the
     evidence's wording without its values) with its first evidence, as the baseline has them."""
-    from impl.version import parse_version
 
     if not cells:
         return ["Observed: no cell of the committed baseline shows it (its versions or vLLM "
@@ -139,8 +137,7 @@ def _observed(cells: list[dict]) -> list[str]:
         where = sorted({f"{c['fixture']}/{c['check']}" for c in group})
         lines.append(f"- {version}: {len(group)} cell(s): {', '.join(where)}")
         for cell in group:
-            match = re.search(r"\[observed: (.*?)\](?: \(|$)", cell["detail"], re.S)
-            evidence = match.group(1) if match else cell["detail"]
+            evidence = baseline.shown_evidence(cell)
             versions, _ = signatures.setdefault(difference_kind(cell["check"], evidence),
                                                 ([], " ".join(evidence.split())[:200]))
             if version not in versions:

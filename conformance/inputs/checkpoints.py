@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from fixtures.recipe import Recipe
+from fixtures.registry import recipes_by_architecture
+from impl.info import supported_modalities
 
 HUB_ID = re.compile(r"^[\w.\-]+/[\w.\-]+$")
 HUB_FILES = ["*.json", "*.jinja", "*.model", "*.txt", "*.safetensors", "tekken.json"]
@@ -55,8 +57,8 @@ def recipe_for(path: Path, ref: str) -> Recipe:
     vLLM has a native model for it."""
     from transformers import AutoConfig, AutoProcessor
 
+    # lazy: impl.dummy imports numpy (+0.14 s), which naming a checkpoint's fixture needs not
     from impl.dummy import dummy_text
-    from impl.info import supported_modalities
 
     try:
         config = AutoConfig.from_pretrained(path)
@@ -94,8 +96,6 @@ def layout(config: Any, processor: Any) -> tuple[str, str | None]:
 def matching_fixture(architecture: str, config: Any, processor: Any) -> Recipe | None:
     """The fixture recipe of the checkpoint's architecture; where several recipes share it
     (LLaVA with a CLIP or a Pixtral tower), the one with the same processor and vision tower."""
-    from fixtures.registry import recipes_by_architecture
-
     same = recipes_by_architecture().get(architecture, [])
     if len(same) <= 1:
         return same[0] if same else None

@@ -19,6 +19,8 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from conformance.core.vllms import current_label
+
 # What vLLM's registry does with an architecture.
 NATIVE = "native"  # a vLLM model of its own (the backend serves it only on request)
 BACKEND_ONLY = "backend-only"  # the registry maps it to this backend's classes
@@ -142,8 +144,6 @@ def _vllm_route(registry: Any, architecture: str) -> str:
 
 
 def _vllm_version() -> str:
-    from conformance.core.vllms import current_label
-
     return current_label()
 
 

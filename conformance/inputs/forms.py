@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fixtures.cache import cache_dir
+
 MODEL_FLAT = "model-flat"
 MODEL_SCOPED = "model-scoped"
 REQUEST_FLAT = "request-flat"
@@ -138,8 +140,6 @@ def options_key(options: Any) -> str:
 
 
 def forms_root() -> Path:
-    from fixtures.cache import cache_dir
-
     return cache_dir() / "option-forms"
 
 

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from impl.info import audio_sampling_rate
+
 if TYPE_CHECKING:
     from fixtures.recipe import Recipe
 
@@ -128,7 +130,7 @@ def audio_rate(recipe: Recipe, path: str) -> int:
 
 @functools.lru_cache(maxsize=64)
 def _checkpoint_rate(path: str) -> int:
+    # lazy: impl.hf imports torch (+1.1 s); the subjects package imports this module
     from impl.hf import load_processor
-    from impl.info import audio_sampling_rate
 
     return int(audio_sampling_rate(load_processor(path, {})))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from conformance.core.subjects import VLLM_BACKEND
+from conformance.results.cells import column_of, vllms_of
 from conformance.results.verdict import Verdict
 
 SUBJECT = VLLM_BACKEND
@@ -51,7 +52,6 @@ def relation(v: Verdict) -> str | None:
 
 def relations(verdicts: list[Verdict]) -> dict[tuple[str, str, str], str]:
     """(fixture, check, column label) -> relation, for the cells that have one."""
-    from conformance.results.cells import column_of, vllms_of
 
     several = len(vllms_of(verdicts)) > 1
     found = {}

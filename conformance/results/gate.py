@@ -14,75 +14,28 @@ What a comparison says is written by `gate_report.py`."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from conformance.core.signatures import magnitude, signature
 from conformance.core.vllms import sort_key
 from conformance.results.cells import cells_text, one_line
+from conformance.results.evidence import Difference
 from conformance.results.known import finding_of
 from conformance.results.releases import ReleaseDiff, compare_releases
 from conformance.results.verdict import BAD, CellKey, Verdict
 from impl.version import bounds, in_range, parse_version
 
 GOOD = frozenset({"pass"})
-CUT = 300  # the judge keeps each of data["differences"] to its first 300 characters
 DRIFT = 1.1  # a shared difference may drift 10% beyond the baseline's: fp noise, not news
-OBSERVED = "[observed: "
-# what the judge appends to an xfail's detail after the evidence's closing bracket
-_MORE = re.compile(r" \(\+\d+ other distinct failure\(s\)\)$")
-
-
-def observed(detail: str) -> str:
-    """The evidence inside a detail's `[observed: ...]` (the detail itself without one). The
-    evidence may hold brackets: it ends at the last `]` followed by nothing but the options."""
-    _, found, rest = detail.partition(OBSERVED)
-    if not found:
-        return detail
-    rest = _MORE.sub("", rest)
-    for end in (i for i in range(len(rest) - 1, -1, -1) if rest[i] == "]"):
-        tail = rest[end + 1:]
-        if not tail or (tail.startswith(" (with ") and tail.endswith(")")):
-            return rest[:end]
-    return rest
-
-
-def evidences(verdict: Verdict) -> list[str]:
-    """Every difference a cell recorded: data["differences"] where the judge kept them, else
-    (a single failure, or a result recorded before it kept them) the one in its detail, cut
-    as the judge cuts a kept one so that the two compare alike."""
-    kept = verdict.data.get("differences")
-    if kept:
-        return [str(evidence) for evidence in kept]
-    return [observed(verdict.detail)[:CUT]]
-
-
-@dataclass(frozen=True)
-class Difference:
-    signature: str
-    drift: float | None
-    cut: bool  # the evidence filled the judge's cut: its end, and so its signature's, is lost
-
-    @classmethod
-    def of(cls, evidence: str) -> Difference:
-        return cls(signature(evidence), magnitude(evidence), len(evidence) >= CUT)
-
-    @property
-    def stem(self) -> str:
-        # a cut falls after as many characters as the measured values took: drop the token
-        # it may have split, and compare what is left as a prefix
-        return self.signature.rsplit(" ", 1)[0] if self.cut else self.signature
-
-    def same(self, other: Difference) -> bool:
-        if not (self.cut or other.cut):
-            return self.signature == other.signature
-        return ((self.cut and other.stem.startswith(self.stem))
-                or (other.cut and self.stem.startswith(other.stem)))
 
 
 def differences(verdict: Verdict) -> list[Difference]:
-    return [Difference.of(evidence) for evidence in evidences(verdict)]
+    """Every difference a cell recorded: its evidence's, else (a crash, a timeout: no judge
+    saw it) its one line, kept as the judge keeps a difference so that the two compare
+    alike."""
+    if verdict.evidence is not None:
+        return list(verdict.evidence.differences)
+    return [Difference.of(verdict.detail)]
 
 
 def outside_bounds(was: Verdict, now: Verdict) -> str | None:
@@ -114,15 +67,15 @@ def known_changes(was: Verdict, now: Verdict) -> tuple[list[str], bool]:
     if was.finding and now.finding and was.finding != now.finding:
         reasons.append(f"another finding: {now.finding} (was {was.finding})")
     before, after = differences(was), differences(now)
-    for difference, evidence in zip(after, evidences(now), strict=True):
+    for difference in after:
         shared = [d for d in before if d.same(difference)]
         if not shared:
-            reasons.append(f"a new difference: {one_line(evidence)}")
+            reasons.append(f"a new difference: {one_line(difference.text)}")
             continue
         drifts = [d.drift for d in shared if d.drift is not None]
         if difference.drift is not None and drifts and larger(difference.drift, max(drifts)):
             reasons.append(f"a larger drift: {difference.drift:.3g} (was {max(drifts):.3g}): "
-                           f"{one_line(evidence)}")
+                           f"{one_line(difference.text)}")
     narrowed = any(not any(d.same(a) for a in after) for d in before)
     return list(dict.fromkeys(reasons)), narrowed
 

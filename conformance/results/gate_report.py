@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from conformance.core.signatures import wording
 from conformance.results.cells import cells_text, one_line, short_label
-from conformance.results.gate import GateResult, evidences, outside_bounds
+from conformance.results.gate import GateResult, differences, outside_bounds
 from conformance.results.known import group_known, title_of, wrapped_labels
 from conformance.results.releases import ReleaseDiff, render_lines
 from conformance.results.verdict import Verdict
@@ -104,7 +104,7 @@ def render(result: GateResult) -> str:
 def first_wording(v: Verdict) -> str:
     """What a cell's first difference says, its values masked: cells failing alike (one
     cause across fixtures, checks and versions) share it."""
-    return wording(evidences(v)[0]) or "(no detail)"
+    return differences(v)[0].wording or "(no detail)"
 
 
 def _bad_group(v: Verdict) -> str:

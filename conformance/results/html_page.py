@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from conformance import expectations
 from conformance.core.subjects import IMPL, VLLM_BACKEND
 from conformance.core.vllms import DEFAULT_VLLM, IMPL_REFERENCE
+from conformance.expectations.document import DOCUMENT
+from conformance.paths import ROOT
 from conformance.results.agreement import RELATIONS, summary_line, table_rows
 from conformance.results.cells import (
     SYMBOLS,
@@ -151,8 +154,6 @@ def findings_document(folder: Path | None) -> str | None:
     scratch folder, a downloaded CI artifact): no relative link leaves such a folder, and the
     project names no URL to link to instead; there the report carries each finding's entry
     itself and names the document."""
-    from conformance.expectations.document import DOCUMENT
-    from conformance.paths import ROOT
 
     if folder is None or not Path(folder).resolve().is_relative_to(ROOT):
         return None
@@ -240,7 +241,6 @@ def _cell_links(cells: tuple[Verdict, ...] | list[Verdict]) -> str:
 def _findings(view: View, document: str | None) -> list[str]:
     """The findings the run met (its xfail and xpass cells), one row each: the finding's
     entry (from findings.toml) and its cells, folded away."""
-    from conformance import expectations
 
     groups, unnamed = view.known
     stale: dict[str, list[Verdict]] = {}
@@ -420,7 +420,6 @@ def _evidence(v: Verdict, folder: Path | None) -> str:
 def _reproducer_text(path: str, folder: Path | None) -> str:
     """The reproducer's text, read where the report's link points (relative to its folder;
     without one, relative to the repository, as the committed baseline records it)."""
-    from conformance.paths import ROOT
 
     try:
         return (Path(folder or ROOT) / path).read_text()

@@ -11,7 +11,11 @@ import re
 from dataclasses import dataclass
 
 from conformance import expectations
+from conformance.results.evidence import Difference, Evidence
 from conformance.results.verdict import CellKey, Verdict
+
+# how the model checks word a difference against the HF model (checks/model/references.py)
+_VS_HF = "vs hf:"
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,7 @@ class Failure:
     error: bool = False  # the cell could not run (set-up, crash of the harness): `error`
     inconclusive: bool = False  # too little was compared to stand for a pass: `inconclusive`
     extra: tuple[tuple[str, object], ...] = ()  # kept in the verdict's data if it is chosen
+    input: str = ""  # the input variant the check found it on, where it names one
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "evidence", stable_text(self.evidence))
@@ -53,12 +58,6 @@ def backend_gate(failures: list[Failure]) -> str | None:
             f"{first[3]} (its own version gate: '{first[0]}')")
 
 
-def _options_text(options: tuple[tuple[str, object], ...]) -> str:
-    if not options:
-        return ""
-    return " (with " + ", ".join(f"{k}={v!r}" for k, v in options) + ")"
-
-
 def known(key: CellKey, failure: Failure) -> expectations.Finding | None:
     """The finding that explains `failure` in this cell (None: a new failure)."""
     return expectations.explain(key.fixture, key.check, key.version, key.subject,
@@ -78,25 +77,36 @@ def reference_errors(data: dict) -> list[str]:
             and outcome.startswith("error: ")]
 
 
+def recorded(key: CellKey, failure: Failure,
+             finding: expectations.Finding | None) -> Difference:
+    """A failure as the verdict keeps it: its text, what the judge made of it."""
+    part = finding.part_shown(key.check, failure.evidence, key.fixture) if finding else None
+    return Difference.of(failure.evidence, finding=finding.id if finding else "",
+                         part=part or "", error=failure.error,
+                         options=tuple((name, repr(value)) for name, value in failure.options),
+                         input=failure.input,
+                         reference="hf" if _VS_HF in failure.evidence else "")
+
+
+def evidence_of(differences: list[Difference], shown: int, whole: str) -> Evidence:
+    return Evidence(tuple(differences), shown, whole if differences[shown].cut else "")
+
+
 def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: float = 0.0,
           data: dict | None = None) -> Verdict:
     """`exhaustive`: the cell ran enough to speak for its inputs (a checkpoint-level check's
     fixed inputs; a suite that compared at least its floor of cases), so a known finding that
     applies but did not show is stale (xpass)."""
     data = dict(data or {})
-
-    def explained(failure: Failure) -> expectations.Finding | None:
-        return known(key, failure)
-
     if not failures:
         # a reference that could not run is left out of the comparison (the cell is judged
         # against the others); a finding whose evidence that reference's error shows makes
         # the cell known: native vLLM refusing a checkpoint the HF model and the backend serve
         for text in reference_errors(data):
-            if (found := known(key, Failure(text))) is not None:
-                data["differences"] = [text[:300]]
-                return Verdict.of(key, "xfail", f"{found.reason} [observed: {text}]", seconds,
-                                  data, found.id)
+            failure = Failure(text)
+            if (found := known(key, failure)) is not None:
+                evidence = evidence_of([recorded(key, failure, found)], 0, failure.evidence)
+                return Verdict.of(key, "xfail", "", seconds, data, found.id, evidence)
         stale = expectations.applicable(key.fixture, key.check, key.version, key.subject,
                                         key.vllm)
         if exhaustive and stale and stale.stale_in(data):
@@ -105,24 +115,116 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
         return Verdict.of(key, "pass", "", seconds, data)
     if gate := backend_gate(failures):
         return Verdict.of(key, "n/a", gate, seconds, data)
-    unknown = [f for f in failures if explained(f) is None]
-    chosen = (unknown or failures)[0]
-    data.update(chosen.extra)
+    findings = [known(key, f) for f in failures]
     # every distinct difference, known or not, stays on record (the gate compares a known
-    # cell's differences with the baseline's), and those no finding explains, apart
-    data["differences"] = [f.evidence[:300] for f in failures]
-    if unknown and len(failures) > 1:
-        data["unexplained"] = [f.evidence[:300] for f in unknown]
-    more = f" (+{len(failures) - 1} other distinct failure(s))" if len(failures) > 1 else ""
+    # cell's differences with the baseline's); the verdict shows the first no finding
+    # explains, else the first
+    differences = [recorded(key, f, found) for f, found in zip(failures, findings, strict=True)]
+    unknown = [i for i, found in enumerate(findings) if found is None]
+    shown = (unknown or [0])[0]
+    chosen = failures[shown]
+    data.update(chosen.extra)
+    evidence = evidence_of(differences, shown, chosen.evidence)
     if unknown:
         status = ("error" if chosen.error else
                   "inconclusive" if chosen.inconclusive else "fail")
-        return Verdict.of(key, status, chosen.evidence + _options_text(chosen.options) + more,
-                          seconds, data)
-    findings = [explained(f) for f in failures]
+        return Verdict.of(key, status, "", seconds, data, evidence=evidence)
     finding = findings[0]
     assert finding is not None
-    if len({f.id for f in findings if f}) > 1:
-        data["findings"] = sorted({f.id for f in findings if f})
-    detail = f"{finding.reason} [observed: {chosen.evidence}]" + _options_text(chosen.options)
-    return Verdict.of(key, "xfail", detail + more, seconds, data, finding.id)
+    return Verdict.of(key, "xfail", "", seconds, data, finding.id, evidence)
+
+
+# Results of schema 1 (before evidence was data) kept a verdict's evidence as text: the detail
+# `<reason> [observed: <evidence>] (with <options>) (+N other distinct failure(s))` and
+# data["differences"] (each cut), data["unexplained"], data["findings"]. `upgrade` reads them
+# back once, here, where they were written: nothing else parses a verdict's text.
+_MORE = re.compile(r" \(\+\d+ other distinct failure\(s\)\)$")
+_OPTIONS = re.compile(r" \(with ((?:\w+=.*?)(?:, \w+=.*?)*)\)$", re.S)
+_SUITE_ERRORS = ("setup: ", "every generated case was discarded: ")
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|StopIteration)\b")
+_OBSERVED = " [observed: "
+
+
+def _split_v1(detail: str) -> tuple[str, tuple[tuple[str, str], ...], bool]:
+    """(evidence, options, whether it was an xfail's) of a schema-1 detail."""
+    text = _MORE.sub("", detail)
+    _, found, rest = text.partition(_OBSERVED)
+    if found:
+        text = rest
+    options: tuple[tuple[str, str], ...] = ()
+    if (match := _OPTIONS.search(text)) and (not found or text[:match.start()].endswith("]")):
+        pairs = re.split(r", (?=\w+=)", match.group(1))
+        options = tuple(tuple(pair.split("=", 1)) for pair in pairs)  # type: ignore[misc]
+        text = text[:match.start()]
+    if found:
+        text = text.removesuffix("]")
+    return text, options, bool(found)
+
+
+def _candidates(cell: dict, text: str, cut: bool, findings: list[expectations.Finding]
+                ) -> list[tuple[str, str]]:
+    """(id, part) of each finding that may have explained `text` (whatever the failing
+    case's options were, which schema 1 did not keep); a cut text's explaining words may lie
+    beyond the cut: any that applies, the part unknown."""
+    found = []
+    for finding in findings:
+        if not finding.applies(cell["fixture"], cell["check"], cell["version"],
+                               cell["subject"], finding.option_names, cell.get("vllm")):
+            continue
+        if part := finding.part_shown(cell["check"], text, cell["fixture"]):
+            found.append((finding.id, part))
+        elif cut:
+            found.append((finding.id, ""))
+    return found
+
+
+def _assigned(candidates: list[list[tuple[str, str]]], named: list[str]
+              ) -> list[tuple[str, str]]:
+    """One finding per explained difference, covering the findings the cell named where
+    the candidates allow: the judge recorded every finding that explained one."""
+    chosen: list[tuple[str, str] | None] = [c[0] if len(c) == 1 else None for c in candidates]
+    for index, options in enumerate(candidates):
+        if chosen[index] is None and options:
+            taken = {c[0] for c in chosen if c}
+            fresh = [o for o in options if o[0] in named and o[0] not in taken]
+            chosen[index] = (fresh or [o for o in options if o[0] in named] or options)[0]
+    return [c or ("", "") for c in chosen]
+
+
+def upgrade(cell: dict) -> dict:
+    """A schema-1 cell as schema 2 writes it: its evidence as data (`Verdict.evidence`)."""
+    cell = dict(cell)
+    data = dict(cell.get("data") or {})
+    kept = [str(t) for t in data.pop("differences", None) or []]
+    unexplained = [str(t) for t in data.pop("unexplained", None) or []]
+    findings = list(data.pop("findings", None) or [])
+    cell["data"] = data
+    detail = cell.get("detail", "")
+    if not kept and _OBSERVED not in detail:
+        return cell  # no judge saw a difference: its detail is all it says
+    whole, options, _ = _split_v1(detail)
+    kept = kept or [whole[:300]]
+    shown = next((i for i, t in enumerate(kept) if whole.startswith(t) and
+                  (cell["status"] == "xfail" or not unexplained or t in unexplained)), 0)
+    by_id = {f.id: f for f in expectations.load()}
+    named = [by_id[i] for i in [cell.get("finding"), *findings] if i in by_id]
+    explained = [cell["status"] == "xfail" or (bool(unexplained) and text not in unexplained)
+                 for text in kept]
+    ids = [f.id for f in named]
+    found = _assigned([_candidates(cell, whole if i == shown else text,
+                                   i != shown and len(text) >= 300, named or
+                                   list(by_id.values())) if explained[i] else []
+                       for i, text in enumerate(kept)], ids)
+    differences = []
+    for index, text in enumerate(kept):
+        full = whole if index == shown else text
+        finding, part = found[index]
+        error = (cell["status"] == "error" and index == shown) or text.startswith(
+            _SUITE_ERRORS) or ("compared" not in data and bool(_RAISED.match(text)))
+        differences.append(Difference.of(
+            full, finding=finding, part=part, error=error,
+            options=options if index == shown else None,
+            reference="hf" if _VS_HF in full else ""))
+    cell.pop("detail", None)
+    cell["evidence"] = evidence_of(differences, shown, whole).to_dict()
+    return cell

@@ -11,7 +11,9 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from conformance import expectations
 from conformance.results.cells import one_line, short_label
+from conformance.results.evidence import line
 from conformance.results.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -26,7 +28,6 @@ class KnownGroup:
 
 
 def _findings_by_id() -> dict:
-    from conformance import expectations
 
     return {f.id: f for f in expectations.load()}
 
@@ -55,12 +56,10 @@ def group_known(verdicts: list[Verdict]) -> tuple[list[KnownGroup], list[Verdict
 
 
 def observed(v: Verdict) -> str:
-    """What the cell showed, without the finding's reason the judge put in front of it."""
-    finding = _findings_by_id().get(v.finding)
-    detail = one_line(v.detail, None)
-    if finding and detail.startswith(finding.reason):
-        return detail[len(finding.reason):].strip()
-    return detail
+    """What the cell showed, without the finding's reason in front of it."""
+    if v.evidence is None:
+        return one_line(v.detail, None)
+    return one_line(line(v.status, v.evidence, "").strip(), None)
 
 
 def wrapped_labels(cells: tuple[Verdict, ...] | list[Verdict], width: int = 100,

@@ -2,17 +2,14 @@
 differences each cell stored, without running anything: rewording a finding's evidence (or
 splitting a finding) must leave every known cell known, by the same finding or one split from it.
 
-What a cell stored is not all the judge saw, so each unknown is taken every way it could be:
-  - the judge keeps each difference's first 300 characters (`gate.CUT`); the first one, which
-    names the cell's finding, is whole in the detail's `[observed: ...]`. A difference cut
-    short that no finding explains within what was kept cannot be judged here (`cut`): rerun
-    its cell (`conformance run --fixtures F --checks C --versions V --subjects S`);
-  - the processor options of each failing case are not stored: a difference counts as
-    explained only if it is, by the same finding, under every set of the options findings ask
-    for that explains it at all;
-  - whether a difference was an error of the cell (set-up, a search that discarded every
-    case, a checkpoint-level check that raised) is read from its wording, as the runners
-    write it (`is_error`).
+Each cell's evidence (results/evidence.py) keeps every difference with what the judge made
+of it: whether it was an error of the cell, the processor options of its case (where a result
+recorded before they were kept has none, a difference counts as explained only if it is, by
+the same finding, under every set of the options findings ask for that explains it at all).
+The judge keeps each difference's first 300 characters (`evidence.CUT`), the one the verdict
+shows whole: a difference cut short that no finding explains within what was kept cannot be
+judged here (`cut`): rerun its cell (`conformance run --fixtures F --checks C --versions V
+--subjects S`).
 
 `python -m conformance.results.rejudge [RESULTS] [--write]` prints every known cell whose
 verdict would change and, with --write, records the new finding ids (a split) in the file.
@@ -23,37 +20,20 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from conformance.expectations import Finding, load
-from conformance.results.gate import CUT, observed
-
-# the suites' errors (conformance/run/suite.py): set-up failed, or every case was discarded
-SUITE_ERRORS = ("setup: ", "every generated case was discarded: ")
-# a checkpoint-level check that raised is recorded as the bare exception (run/cell.py)
-RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|StopIteration)\b")
+from conformance.paths import ROOT
+from conformance.results.evidence import CUT, Difference, Evidence
 
 
-def is_error(cell: dict, text: str) -> bool:
-    """Whether the judge took `text` as an error of the cell, not a difference."""
-    if text.startswith(SUITE_ERRORS):
-        return True
-    # a suite cell's data counts its cases; a checkpoint cell whose check raised has none
-    return "compared" not in cell["data"] and bool(RAISED.match(text))
-
-
-def stored_differences(cell: dict) -> list[tuple[str, bool]]:
-    """Each difference the cell kept, with whether its end was cut off; the first one whole."""
-    kept = [str(text) for text in cell["data"].get("differences") or []]
-    whole = observed(cell["detail"])
-    if not kept:
-        return [(whole, False)]
-    if whole.startswith(kept[0]):
-        kept[0] = whole
-    return [(text, index > 0 and len(text) >= CUT) for index, text in enumerate(kept)]
+def stored_differences(cell: dict) -> list[tuple[Difference, str]]:
+    """Each difference the cell kept with its text: whole for the one its verdict shows."""
+    evidence = Evidence.from_dict(cell["evidence"])
+    return [(d, evidence.shown_text if i == evidence.shown else d.text)
+            for i, d in enumerate(evidence.differences)]
 
 
 def _option_sets(findings: Iterable[Finding]) -> list[tuple[str, ...]]:
@@ -61,12 +41,16 @@ def _option_sets(findings: Iterable[Finding]) -> list[tuple[str, ...]]:
     return [combo for n in range(len(names) + 1) for combo in itertools.combinations(names, n)]
 
 
-def explaining(findings: tuple[Finding, ...], cell: dict, text: str) -> set[str]:
+def explaining(findings: tuple[Finding, ...], cell: dict, difference: Difference,
+               text: str) -> set[str]:
     """The ids of the findings that explain `text` in this cell, one per option set that
     lets any explain it (empty: none does)."""
-    error = is_error(cell, text)
+    error = difference.error
+    recorded = difference.options
     found = set()
-    for options in _option_sets(findings):
+    sets = (_option_sets(findings) if recorded is None
+            else [tuple(name for name, _ in recorded)])
+    for options in sets:
         for finding in findings:
             if finding.applies(cell["fixture"], cell["check"], cell["version"], cell["subject"],
                                options, cell.get("vllm")) and \
@@ -84,6 +68,8 @@ class Rejudged:
     findings: list[str] = field(default_factory=list)  # of every difference, where one does
     unexplained: list[str] = field(default_factory=list)  # whole differences no finding explains
     cut: list[str] = field(default_factory=list)  # cut short and unexplained: undecidable here
+    # per difference, the findings that explain it now (several: its options decide)
+    explained: list[set[str]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -97,8 +83,10 @@ class Rejudged:
 
 def rejudge_cell(cell: dict, findings: tuple[Finding, ...]) -> Rejudged:
     result = Rejudged(cell)
-    for index, (text, cut) in enumerate(stored_differences(cell)):
-        ids = explaining(findings, cell, text)
+    for index, (difference, text) in enumerate(stored_differences(cell)):
+        ids = explaining(findings, cell, difference, text)
+        result.explained.append(ids)
+        cut = index > 0 and difference.cut
         if not ids:
             (result.cut if cut else result.unexplained).append(text)
         elif len(ids) == 1:
@@ -117,9 +105,25 @@ def rejudge(cells: Iterable[dict], findings: tuple[Finding, ...] | None = None
     return [rejudge_cell(cell, findings) for cell in cells if cell["status"] == "xfail"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    from conformance.paths import ROOT
+def rewritten(evidence: dict, result: Rejudged, known: set[str]) -> dict:
+    """The cell's evidence with each difference's finding as re-judged (after a split): the
+    one that explains it now; where several do (its options decide) or it is cut short and
+    none does (undecidable here), the one it had, if that still exists."""
+    kept = Evidence.from_dict(evidence)
+    changed = []
+    for difference, ids in zip(kept.differences, result.explained, strict=True):
+        if len(ids) == 1:
+            finding = next(iter(ids))
+        elif difference.finding in known and (difference.finding in ids or
+                                              (not ids and difference.cut)):
+            finding = difference.finding
+        else:
+            finding = ""
+        changed.append(replace(difference, finding=finding))
+    return replace(kept, differences=tuple(changed)).to_dict()
 
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="?", default=str(ROOT / "reports" / "baseline.json"))
     parser.add_argument("--write", action="store_true",
@@ -142,19 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         elif result.finding != cell["finding"]:
             changed += 1
             print(f"ANOTHER FINDING {result.label}: {cell['finding']} -> {result.finding}")
-            if args.write:
-                # the detail opens with the finding's reason, then the evidence it saw
-                _, seen, rest = cell["detail"].partition(" [observed: ")
-                cell["detail"] = reasons[result.finding] + seen + rest
+            if args.write:  # its line is rendered from the finding's reason
                 cell["finding"] = result.finding
         if args.write:
-            ids = set(result.findings)
-            if result.cut:  # what explained a cut difference is not decidable: keep the record
-                ids |= set(cell["data"].get("findings", [])) & known
-            if len(ids) > 1:  # as the judge records them
-                cell["data"]["findings"] = sorted(ids)
-            else:
-                cell["data"].pop("findings", None)
+            cell["evidence"] = rewritten(cell["evidence"], result, known)
     if args.write:
         path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     print(f"{changed} known cell(s) would change")

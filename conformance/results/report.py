@@ -22,6 +22,7 @@ from conformance.results.cells import (
     versions_of,
 )
 from conformance.results.html_page import html_report
+from conformance.results.judge import upgrade
 from conformance.results.junit import junit
 from conformance.results.markdown import markdown
 from conformance.results.portable import folder_cell, folder_cells, folder_meta
@@ -32,7 +33,9 @@ __all__ = ["SCHEMA_VERSION", "SYMBOLS", "anchor", "append", "counts_text", "fixt
            "html_report", "junit", "latest_per_cell", "markdown", "print_table", "read_partial",
            "read_results", "sort_cells", "versions_of", "write_reports", "write_results"]
 
-SCHEMA_VERSION = 1
+# 2: a verdict's evidence as data (`evidence`, results/evidence.py), its line rendered from it;
+# 1: the evidence as text in `detail` and data["differences"] (read back by `judge.upgrade`)
+SCHEMA_VERSION = 2
 
 
 def append(path: Path, verdict: Verdict) -> None:
@@ -54,10 +57,18 @@ def read_results(path: Path) -> tuple[list[Verdict], dict]:
     if path.suffix == ".jsonl":
         return read_partial(path), {}
     payload = json.loads(path.read_text())
-    if payload.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{path}: results schema {payload.get('schema_version')}, this tool "
-                         f"reads {SCHEMA_VERSION}")
-    return [Verdict(**cell) for cell in payload["cells"]], payload.get("meta", {})
+    return [Verdict.from_dict(cell) for cell in cells_of(payload, path)], payload.get("meta", {})
+
+
+def cells_of(payload: dict, path: Path) -> list[dict]:
+    """A results file's cells as this schema writes them (schema 1's upgraded)."""
+    schema = payload.get("schema_version")
+    if schema == 1:
+        return [upgrade(cell) for cell in payload["cells"]]
+    if schema != SCHEMA_VERSION:
+        raise ValueError(f"{path}: results schema {schema}, this tool reads "
+                         f"{SCHEMA_VERSION} (and 1)")
+    return payload["cells"]
 
 
 def write_results(path: Path, verdicts: list[Verdict], meta: dict) -> None:

@@ -11,7 +11,10 @@ import hashlib
 import sys
 from pathlib import Path
 
+from conformance.checks import get_check
 from conformance.inputs.cases import Case
+from conformance.subjects.context import make_context
+from conformance.subjects.faults import Fault
 
 TEMPLATE = '''#!/usr/bin/env python3
 """Reproducer: check `{check}` failed for subject `{subject}` on fixture `{fixture}`.
@@ -48,8 +51,6 @@ if __name__ == "__main__":
 
 def write_reproducer(out_dir: Path, *, check: str, subject: str, fault: str | None,
                      case: Case, version: str, evidence: str) -> Path:
-    from conformance.checks import get_check
-
     out_dir.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(f"{check}{subject}{fault}{case.to_json()}{version}".encode())
     who = f"{subject}+{fault}" if fault else subject
@@ -68,14 +69,13 @@ def write_reproducer(out_dir: Path, *, check: str, subject: str, fault: str | No
 def replay(check: str, subject: str, fault: str | None, case_json: str, version: str) -> int:
     import transformers
 
-    from conformance.checks import get_check
-    from conformance.subjects.context import make_context
-
     case = Case.from_json(case_json)
     if transformers.__version__ != version:
         print(f"note: recorded on transformers {version}, running {transformers.__version__} "
               f"(use `conformance exec --transformers {version} -- python {sys.argv[0]}`)")
-    ctx = make_context(case.fixture, subject, fault)
+    # planted as the cell planted it: from its version on, by impl (the subject that plants)
+    planted = Fault.parse(fault).on(transformers.__version__) if fault else None
+    ctx = make_context(case.fixture, subject, planted)
     print(f"case: {case.describe()}")
     try:
         outcome = get_check(check).run(ctx, case)

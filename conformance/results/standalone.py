@@ -30,8 +30,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from conformance.checks import get_check
+from conformance.checks.errors import cases_for
+from conformance.checks.processing import smoke_case
 from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.cases import Case
+from conformance.inputs.checkpoints import HUB_ID
 from conformance.inputs.media import (
     SAMPLING_RATE,
     VIDEO_FPS,
@@ -42,8 +46,11 @@ from conformance.inputs.media import (
     video_metadata,
 )
 from conformance.results import processing_reproducer
+from conformance.results.cells import one_line
+from conformance.results.evidence import Difference
 from conformance.results.verdict import Verdict
-from conformance.subjects import hf_expansion
+from conformance.subjects import hf_expansion, vllm
+from conformance.subjects.context import make_context
 from fixtures.recipe import Recipe
 
 CHECKS = ("processing", "prompt-ids", "placeholders", "errors")
@@ -68,11 +75,10 @@ def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
     if verdict.subject != SUBJECT or verdict.check not in CHECKS or \
             verdict.status in ("pass", "n/a"):
         return None
-    evidence = verdict.detail.split(" [observed: ", 1)[-1]
-    oracle = "hf" if "vs hf:" in evidence or not recipe.native_in_vllm else "vllm"
+    # the difference the verdict shows (none where no judge saw one: a crash, an xpass)
+    shown = verdict.evidence.first if verdict.evidence else Difference("", "")
+    oracle = "hf" if shown.reference == "hf" or not recipe.native_in_vllm else "vllm"
     if verdict.check == "processing":
-        from conformance.checks.processing import smoke_case
-
         case = smoke_case(recipe, path)
         prompt = recipe.render_prompt(case.modality, len(case.media))
         return Request(prompt, case.modality, case.media, (), oracle, "ids+placeholders")
@@ -81,25 +87,22 @@ def request_for(verdict: Verdict, recipe: Recipe, path: str) -> Request | None:
     case = Case.from_json(verdict.data["case"])
     compare = "ids" if verdict.check == "prompt-ids" else "ids+placeholders"
     if verdict.check == "errors":
-        case = failing_variant(case, recipe, path, evidence)
+        case = failing_variant(case, recipe, path, shown.input)
         if case is None:
             return None
         compare = "error"
-    # a difference of the option forms sub-property names the form first
-    form = case.option_form if case.option_form and evidence.startswith(
-        f"{case.option_form} ") else ""
+    # a difference of the option forms sub-property was found in the case's form
+    form = case.option_form if case.option_form and shown.input == case.option_form else ""
     return Request(case.prompt(recipe.placeholder[case.modality]), case.modality, case.media,
                    case.processor_kwargs, oracle, compare, form)
 
 
-def failing_variant(case: Case, recipe: Recipe, path: str, evidence: str) -> Case | None:
-    """The input the errors check fed when it failed: one of its variants of the case."""
-    from conformance.checks.errors import cases_for
-    from conformance.subjects.context import make_context
+def failing_variant(case: Case, recipe: Recipe, path: str, what: str) -> Case | None:
+    """The input the errors check fed when it failed: its variant of the case that `what`
+    (the difference's `input`) names."""
 
     ctx = make_context(recipe.name, SUBJECT, path=path, recipe=recipe)
-    return next((bad for bad, _, what, _ in cases_for(ctx, case) if evidence.startswith(what)),
-                None)
+    return next((bad for bad, _, said, _ in cases_for(ctx, case) if said == what), None)
 
 
 MODEL_CHECKS = ("model", "generate", "encoder", "mrope")
@@ -118,16 +121,20 @@ def model_inputs(verdict: Verdict, recipe: Recipe, path: str) -> tuple[str, str,
                                                                         tuple[Media, ...]]:
     """(prompt, modality, items) the failing model cell fed: the prompt its evidence names
     (mrope's prompts, encoder's nested items), else the recipe's two-item prompt."""
+    # this module is imported by `conformance check`'s at its top
+    # lazy: the model checks' package loads torch (+0.9 s on every command's start)
     from conformance.checks.model.encoder import NESTED
     from conformance.checks.model.inputs import nested_media, two_item_inputs
     from conformance.checks.model.mrope import mrope_media, mrope_prompts
 
     if verdict.check == "mrope":
         prompts = mrope_prompts(recipe)
-        _, prompt, count = next((p for p in prompts if repr(p[0]) in verdict.detail),
+        failed = [row["prompt"] for row in verdict.data.get("prompts", ())
+                  if row.get("problems")]
+        _, prompt, count = next((p for p in prompts if failed and p[0] == failed[0]),
                                 prompts[0])
         return prompt, "image", mrope_media(count)
-    if verdict.check == "encoder" and f"'{NESTED}'" in verdict.detail:
+    if verdict.check == "encoder" and verdict.data.get(NESTED, {}).get("problems"):
         media = nested_media(recipe, path)
         if media is not None:
             return recipe.render_prompt(media[0].modality, len(media)), media[0].modality, \
@@ -143,7 +150,6 @@ def media_rate(media: Sequence[Media]) -> int:
 
 def default_checkpoint(checkpoint: str) -> str | None:
     """A hub id `check` was given becomes the script's default; a local path never does."""
-    from conformance.inputs.checkpoints import HUB_ID
 
     return checkpoint if HUB_ID.match(checkpoint) and not Path(checkpoint).exists() else None
 
@@ -155,6 +161,7 @@ def model_script(verdict: Verdict, recipe: Recipe, path: str, checkpoint: str) -
     import vllm
     from transformers import AutoConfig
 
+    # lazy: the model checks' package loads torch (as model_inputs')
     from conformance.checks.model import reproducer
     from conformance.checks.model.generate import GENERATE_TOKENS, LOGPROB_ATOL
     from conformance.checks.model.tolerances import tolerance_for
@@ -191,7 +198,6 @@ def write_standalone(out_dir: Path, verdict: Verdict, recipe: Recipe, path: str,
         request = request_for(verdict, recipe, path)
         if request is None:
             return None
-        from conformance.checks import get_check
 
         source = script(request, verdict, statement=get_check(verdict.check).statement,
                         checkpoint=default_checkpoint(checkpoint),
@@ -206,7 +212,6 @@ def write_standalone(out_dir: Path, verdict: Verdict, recipe: Recipe, path: str,
 
 def checkpoint_formats(path: str) -> dict[str, dict[str, str]]:
     """Per implementation, the options choosing its half of a two-format checkpoint."""
-    from conformance.subjects import vllm
 
     return {impl: vllm.model_options(path, impl) for impl in vllm.IMPLS
             if vllm.model_options(path, impl)}
@@ -220,7 +225,7 @@ def script(request: Request, verdict: Verdict, *, statement: str, checkpoint: st
     oracle = ("native vLLM's processor for the same checkpoint (model_impl=\"vllm\")"
               if request.oracle == "vllm" else "the HF processor's own expansion")
     items = ", ".join(m.describe() for m in request.media)
-    observed = " ".join(verdict.detail.split())
+    observed = one_line(verdict.detail, None)
     usage = "[CHECKPOINT]" if checkpoint else "CHECKPOINT"
     default = (f"default: {checkpoint}" if checkpoint else
                "the local checkpoint folder `conformance check` was given")

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.checks.contract import HF_REF, NATIVE_REF, REFERENCES
+from conformance.results.cells import one_line
 from conformance.results.verdict import BAD, Verdict, owner_text
 from conformance.run.logs import error_line
 
@@ -106,6 +108,8 @@ def missing_tokenizer_files(path: Path) -> str | None:
 def probe_weights(recipe: Any, path: str, device: str, dtype: str) -> Problem | None:
     """The weights, loaded by transformers into the checkpoint's own class: the HF model the
     model checks compare with (cached: they reuse it). Only on failure is anything else read."""
+    # this module is imported by `conformance check`'s at its top
+    # lazy: the model checks' package loads torch (+0.9 s on every command's start)
     from conformance.checks.model.hf_reference import generation_model
 
     try:
@@ -137,6 +141,7 @@ def mismatched_tensors(recipe: Any, path: Path) -> str | None:
     import transformers
     from transformers.utils import logging as hf_logging
 
+    # lazy: the model checks' package loads torch (as probe_weights')
     from conformance.checks.model.loading import hf_init_context
 
     verbosity = hf_logging.get_verbosity()
@@ -169,7 +174,7 @@ def attribute(verdict: Verdict, weights: Problem | None, loads_model: bool) -> P
         return None
     if loads_model and weights is not None and (
             weights.owner == CHECKPOINT
-            or (weights.error and weights.error in " ".join(verdict.detail.split()))):
+            or (weights.error and weights.error in one_line(verdict.observed, None))):
         return weights
     return same_failure(verdict.data)
 
@@ -181,8 +186,6 @@ def same_words(text: str) -> str:
 
 def same_failure(data: dict) -> Problem | None:
     """Only the references that failed keep an entry (`error: ...`) in `references`."""
-    from conformance.checks.model.references import HF_REF, NATIVE_REF, REFERENCES
-
     backend = data.get("backend")
     backend = backend.get("error") if isinstance(backend, dict) else None
     references = {ref: outcome.removeprefix("error: ") for ref, outcome in

@@ -9,7 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.core.settings import current
+from conformance.core.vllms import DEFAULT_VLLM
 from conformance.results.verdict import BAD, CellKey, Verdict
+from conformance.run.environments import ensure_env, parse
+from conformance.run.session import Session
+from conformance.run.versions import index_releases
+from conformance.subjects.faults import Fault
 from impl.version import parse_version
 
 # A cell that could not run says nothing about a finding: the search stops there
@@ -18,8 +24,6 @@ UNDECIDED = frozenset({"error", "crash", "timeout", "inconclusive", "n/a"})
 
 def released_versions(good: str, bad: str) -> list[str]:
     """Stable transformers releases from `good` to `bad` inclusive, from the package index."""
-    from conformance.run.versions import index_releases
-
     low, high = sorted((parse_version(good), parse_version(bad)))
     return [v for v in index_releases() if low <= parse_version(v) <= high]
 
@@ -40,21 +44,18 @@ class BisectResult:
         return self.last
 
 
-def probe_cell(fixture: str, subject: str, check: str, fault: str | None = None,
+def probe_cell(fixture: str, subject: str, check: str, fault: Fault | None = None,
                vllm: str | None = None) -> Callable[[str], Verdict]:
     """A probe running the cell on a version in its own worker (overlay on PYTHONPATH), the
-    vLLM under test fixed (`vllm`: a release or a folder; default 0.31.0)."""
-    from conformance.core import vllms
-    from conformance.core.settings import current
-    from conformance.run.environments import ensure_env
-    from conformance.run.session import Session
-
-    under_test = vllms.parse(vllm or vllms.DEFAULT_VLLM)
+    vLLM under test fixed (`vllm`: a release or a folder; default: the default release),
+    through the cell runner as `conformance run` runs it; `fault` planted where it reaches
+    the cell."""
+    under_test = parse(vllm or DEFAULT_VLLM)
     ensure_env(under_test)
 
     def probe(version: str) -> Verdict:
         key = CellKey(fixture, version, subject, check, under_test.label)
-        session = Session(current().but(fault=fault))
+        session = Session(current(), fault=fault)
         with tempfile.TemporaryDirectory() as logs:
             session.in_workers([key], Path(logs), vllms={under_test.label: under_test})
         return session.verdicts[0]
@@ -84,9 +85,9 @@ class Probes:
 
 
 def evidence(verdict: Verdict) -> str:
-    """What the cell observed, on one line: its first difference (a known cell's detail
-    opens with its finding's reason instead), else its detail."""
-    return " ".join((verdict.data.get("differences") or [verdict.detail])[0].split())
+    """What the cell observed, on one line: its first difference, else its detail."""
+    found = verdict.evidence
+    return " ".join((found.differences[0].text if found else verdict.detail).split())
 
 
 def _search(versions: list[str], probes: Probes, side: Callable[[Verdict], bool]
@@ -125,12 +126,12 @@ def shows(verdict: Verdict, finding) -> bool:
     difference no finding explains carries its evidence. The latter is how a finding shows
     outside the version bounds it records: the bounds are what a search by finding checks, so
     they cannot decide it; a difference another finding explains there is that one's."""
+    found = verdict.evidence
     if verdict.status == "xfail":
-        return finding.id in (verdict.finding, *verdict.data.get("findings", ()))
+        return finding.id in (verdict.finding, *(found.findings if found else ()))
     if verdict.status != "fail":  # pass, or xpass: listed, but it did not show
         return False
-    unexplained = (verdict.data.get("unexplained") or verdict.data.get("differences")
-                   or [verdict.detail])
+    unexplained = [d.text for d in found.unexplained] if found else [verdict.detail]
     return any(finding.shown_by(verdict.check, text, verdict.fixture) for text in unexplained)
 
 

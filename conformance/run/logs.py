@@ -74,10 +74,10 @@ def as_error(verdict: Verdict, error: BaseException, prefix: str = "") -> Verdic
     traceback.print_exception(error, file=sys.stderr)
     sys.stderr.flush()
     detail = prefix + cause_first(error)
-    data = dict(verdict.data)
-    if "differences" in data:  # the judge's record of it, as the detail now says it
-        data["differences"] = [detail]
-    return replace(verdict, detail=detail, data=data)
+    if verdict.evidence is None:
+        return replace(verdict, detail=detail)
+    # the judge's record of it, as the line now says it
+    return replace(verdict, detail="", evidence=verdict.evidence.reworded(detail))
 
 
 # what a crashed worker's last lines say when they say why (else its last line is taken)

@@ -18,9 +18,11 @@ from pathlib import Path
 
 from conformance.core.settings import Settings
 from conformance.core.vllms import VllmUnderTest, of_label, sort_key
+from conformance.paths import REPORTS_DIR
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.versions import ensure_overlay
 from conformance.run.workers import Launch, log_file, run_version
+from conformance.subjects.faults import Fault
 from impl.version import parse_version
 
 
@@ -49,8 +51,6 @@ def fixture_costs() -> dict[str, float]:
     by (fixture, version): how the runner balances a version's fixtures over workers (a
     fixture's cost differs by version: Legacy cells are cheaper). Missing: every fixture costs
     the same."""
-    from conformance.paths import REPORTS_DIR
-
     try:
         cells = json.loads((REPORTS_DIR / "baseline.json").read_text())["cells"]
     except (OSError, ValueError, KeyError):
@@ -155,10 +155,11 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
               *, jobs: int = 1, cell_timeout: float = 900.0,
               on_start: Callable[[CellKey], None] | None = None,
               vllms: dict[str, VllmUnderTest] | None = None,
-              settings: Settings | None = None) -> None:
+              settings: Settings | None = None, fault: Fault | None = None) -> None:
     """Every cell, in `jobs` workers at a time, each on its own share of the CPUs (one
     (vLLM, version) per worker; split by fixtures when there are fewer of them than jobs).
-    `vllms`: what each cell's vLLM label tests (a release's label needs no entry)."""
+    `vllms`: what each cell's vLLM label tests (a release's label needs no entry); `fault`:
+    planted in each cell it reaches."""
     lock = threading.Lock()
 
     def report(verdict: Verdict) -> None:
@@ -200,7 +201,8 @@ def run_cells(cells: Iterable[CellKey], log_dir: Path, on_verdict: Callable[[Ver
             share = shares.get()
             try:
                 launch = Launch(version, log_dir, settings or Settings(), of_label(label, vllms),
-                                cell_timeout, name, share_env(share) if jobs > 1 else {})
+                                cell_timeout, name, share_env(share) if jobs > 1 else {},
+                                fault)
                 run_version(launch, plan.cells, report, started, plan.feed,
                             plan.feed.fixtures if plan.feed else None)
             finally:

@@ -2,9 +2,10 @@
 
 `conformance run` plans the matrix and executes it in workers; `check` plans one checkpoint's
 checks and executes them in this process; `bisect` plans one cell per release, in a worker
-each. Each cell is judged where it runs (the one judge, `results/judge.py`); the session
-records every verdict as it comes (to its folder's results.jsonl, so a killed run resumes) and
-writes the results and reports at the end. The commands only parse their arguments.
+each. Every cell goes through the one cell runner (`run/cell.py`), in a worker or here, and is
+judged where it runs (the one judge, `results/judge.py`); the session records every verdict as
+it comes (to its folder's results.jsonl, so a killed run resumes) and writes the results and
+reports at the end. The commands only parse their arguments.
 
 A folder is one session's at a time: the session holds its lock (`FolderLock`) from `open` to
 `close` or its process's end, and a second session into it refuses, naming the first one's
@@ -31,6 +32,7 @@ from conformance.core.vllms import VllmUnderTest, unsupported
 from conformance.results import report
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.matrix import run_cells
+from conformance.subjects.faults import Fault
 
 PARTIAL = "results.jsonl"  # every verdict as it comes: what --resume reads
 RESULTS = "results.json"
@@ -102,6 +104,7 @@ def earlier_results(folder: Path) -> int:
 class Session:
     settings: Settings
     folder: Path | None = None  # None: nothing written (bisect)
+    fault: Fault | None = None  # planted in each cell it reaches (`run --fault`, `bisect`)
     listeners: list[Callable[[Verdict], None]] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     seconds: float = 0.0  # spent executing
@@ -167,11 +170,12 @@ class Session:
                 todo.append(key)
         started = time.monotonic()
         run_cells(todo, log_dir, self.record, jobs=jobs, cell_timeout=cell_timeout,
-                  on_start=on_start, vllms=vllms, settings=self.settings)
+                  on_start=on_start, vllms=vllms, settings=self.settings, fault=self.fault)
         self.seconds += time.monotonic() - started
 
     def here(self, execute: Callable[[], list[Verdict]]) -> None:
-        """Cells run in this process (`check`): under the session's settings."""
+        """Cells run in this process (`check`: `cell.run_here`), under the session's
+        settings."""
         use(self.settings)
         started = time.monotonic()
         for verdict in execute():

@@ -12,6 +12,7 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from hypothesis import Phase, example, given, reject, seed, settings
 from hypothesis.control import current_build_context
@@ -22,17 +23,19 @@ from conformance.checks.contract import Outcome
 from conformance.checks.differences import error_text
 from conformance.core.settings import current
 from conformance.core.signatures import difference_kind
-from conformance.core.vllms import current_label
 from conformance.inputs import examples
 from conformance.inputs.cases import Case
 from conformance.inputs.media import audio_rate
 from conformance.inputs.strategies import FIXED_SEED_PROFILES, cases
 from conformance.paths import REPORTS_DIR
+from conformance.results import repro
 from conformance.results.judge import Failure, judge, known
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.logs import as_error
 from conformance.subjects.context import OracleFailed, make_context
+from conformance.subjects.faults import Fault
 from conformance.subjects.isolation import processor_defaults_restored
+from fixtures.recipe import Recipe
 
 REPRO_DIR = REPORTS_DIR / "repro"
 # The seed of every search of the fixed-seed profiles (dev, ci). Hypothesis's `derandomize`
@@ -81,8 +84,9 @@ class Search:
     current: str = "default"
     unprocessable: Counter = field(default_factory=Counter)  # the oracles' reasons
     exercised: set[str] = field(default_factory=set)
-    known: dict[str, tuple[str, Case]] = field(default_factory=dict)  # sig -> evidence
-    unknown: dict[str, tuple[str, Case]] = field(default_factory=dict)  # sig -> latest evidence
+    # sig -> (evidence, its case, the input variant the check found it on)
+    known: dict[str, tuple[str, Case, str]] = field(default_factory=dict)
+    unknown: dict[str, tuple[str, Case, str]] = field(default_factory=dict)  # the latest
     seen: set[tuple[str, str]] = field(default_factory=set)  # (search, case) compared
     # (search, case) run without a new difference -> the draw (hypothesis's choices) that ran it:
     # another draw making the same case is no new draw
@@ -141,12 +145,14 @@ def exception_text(error: BaseException) -> str:
     return error_text(error)
 
 
-def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = None,
-              max_examples: int | None = None, repro_dir=REPRO_DIR, path: str | None = None,
-              recipe=None) -> Verdict:
-    import transformers
-
-    key = CellKey(fixture, transformers.__version__, subject, check, current_label())
+def run_suite(key: CellKey, *, fault: Fault | None = None, max_examples: int | None = None,
+              repro_dir: Path | None = REPRO_DIR, path: str | None = None,
+              recipe: Recipe | None = None) -> Verdict:
+    """The suite cell `key`, on the versions this process runs (the cell runner checked them,
+    `run/cell.py`). `fault`: one impl plants per call (routed to this cell already);
+    `repro_dir` None: no reproducers (`check` writes standalone ones); `path` and `recipe`: a
+    checkpoint in place of the key's fixture."""
+    fixture, subject, check = key.fixture, key.subject, key.check
     started = time.monotonic()
     declared = get_check(check)
     floor = compared_floor(max_examples)
@@ -204,9 +210,9 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
             sig = difference_kind(check, evidence)
             if known(key, Failure(evidence, case.processor_kwargs)):
                 # a known finding is recorded, not raised: the search goes on for new ones
-                found.known.setdefault(sig, (evidence, case))
+                found.known.setdefault(sig, (evidence, case, outcome.inputs.get(evidence, "")))
             elif raised is None:
-                found.unknown[sig] = (evidence, case)
+                found.unknown[sig] = (evidence, case, outcome.inputs.get(evidence, ""))
                 raised = failure_type(sig)(evidence)
         if raised is not None:
             raise raised from cause
@@ -246,12 +252,12 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
     # each new kind of difference, shrunk on its own (once, where an example showed it too)
     raised = list({error.signature: error for error in raised}.values())
     for error in raised:
-        evidence, case = found.unknown[error.signature]
+        evidence, case, input = found.unknown[error.signature]
         observed.append(failure_with_case(key, check, subject, fault, case, str(error),
-                                          repro_dir))
-    for evidence, case in found.known.values():
+                                          repro_dir, input))
+    for evidence, case, input in found.known.values():
         observed.append(failure_with_case(key, check, subject, fault, case, evidence,
-                                          repro_dir))
+                                          repro_dir, input))
     if not observed and (shortfall := found.shortfall(floor, claims)):
         # the options of the search that fell short: a finding behind them may explain it
         short = min(found.compared_by_pass, key=found.compared_by_pass.__getitem__)
@@ -262,14 +268,16 @@ def run_suite(fixture: str, subject: str, check: str, *, fault: str | None = Non
     return verdict(observed, data, exhaustive=path is None)
 
 
-def failure_with_case(key: CellKey, check: str, subject: str, fault: str | None, case: Case,
-                      evidence: str, repro_dir) -> Failure:
+def failure_with_case(key: CellKey, check: str, subject: str, fault: Fault | None,
+                      case: Case, evidence: str, repro_dir: Path | None,
+                      input: str = "") -> Failure:
     extra: tuple[tuple[str, object], ...] = (("case", case.to_json()),)
     if repro_dir is not None:  # None: the caller writes its own (`check`: standalone ones)
-        reproducer = write_reproducer(check, subject, fault, case, key.version, evidence,
-                                      repro_dir)
+        reproducer = repro.write_reproducer(
+            repro_dir, check=check, subject=subject, fault=str(fault) if fault else None,
+            case=case, version=key.version, evidence=evidence)
         extra = (("reproducer", str(reproducer)), *extra)
-    return Failure(evidence, case.processor_kwargs, extra=extra)
+    return Failure(evidence, case.processor_kwargs, extra=extra, input=input)
 
 
 def compared_floor(max_examples: int | None = None) -> int:
@@ -313,10 +321,3 @@ def search(test) -> list[CheckFailed]:
             raise
         return found
     return []
-
-
-def write_reproducer(check, subject, fault, case, version, evidence, repro_dir):
-    from conformance.results.repro import write_reproducer as write
-
-    return write(repro_dir, check=check, subject=subject, fault=fault, case=case,
-                 version=version, evidence=evidence)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.core.vllm_facts import read_pins
-from conformance.core.vllms import DEFAULT_VLLM, Release, facts_of, where
+from conformance.core.vllms import DEFAULT_VLLM, Release, facts_of, unsupported, where
 from conformance.paths import ENV_DIR, cache_dir
 from fixtures.cache import building
 from impl.version import in_range, is_release, parse_version, placeholder_strategy
@@ -326,8 +326,6 @@ def resolve_up_front(versions: Iterable[str], releases: Iterable[str],
     tests (below a release's window a version is n/a there: nothing to install), before any
     cell. A version whose only obstacles are requirements on packages in `allow_unmet` is
     resolved without them, said in one line, and recorded (`UpFront.unmet`)."""
-    from conformance.core.vllms import unsupported
-
     resolver = resolver or resolve_pins
     allowed = {_requirement_name(name) or name for name in allow_unmet}
     outcome, used = UpFront(), set()

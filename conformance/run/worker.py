@@ -9,14 +9,31 @@ knows which cell a crash or hang (and every line printed) belongs to.
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
+import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-MARK = "@@verdict@@ "
-START = "@@start@@ "
+from hypothesis import settings as profiles
+
+from conformance.checks import registry
+from conformance.core import heap
+from conformance.core.settings import Settings, use
+from conformance.results.portable import folder_cell
+from conformance.run import cell as runner
+from conformance.run.plan import Cell, expand_cells
+from conformance.run.versions import installed_transformers
+from conformance.run.workers import MARK, START
+from conformance.subjects.context import fixture_path
+from conformance.subjects.kernels import cap_from_environ
+from fixtures.variants import get_recipe
+
+__all__ = ["MARK", "START", "main"]  # the protocol's marks: the runner's (`workers.py`)
 
 
 def emit(mark: str, payload: str) -> None:
@@ -25,30 +42,22 @@ def emit(mark: str, payload: str) -> None:
     sys.stdout.flush()
 
 
-def keys_from_args(argv: list[str]) -> list:
+def cells_from_args(argv: list[str]) -> list[Cell]:
     """`--fixtures a,b --checks c,d [--subjects s]`: by hand, on the installed version."""
-    import argparse
-
-    import transformers
-
-    from conformance.run.plan import expand_cells
-
     parser = argparse.ArgumentParser(prog="python -m conformance.run.worker")
     parser.add_argument("--fixtures", required=True)
     parser.add_argument("--checks", required=True)
     parser.add_argument("--subjects", default="impl,vllm-backend")
     args = parser.parse_args(argv)
-    return expand_cells(args.fixtures.split(","), (transformers.__version__,),
-                        args.subjects.split(","), args.checks.split(","))
+    return [Cell(key) for key in expand_cells(args.fixtures.split(","),
+                                              (installed_transformers(),),
+                                              args.subjects.split(","), args.checks.split(","))]
 
 
 def build_all(fixtures: set[str]) -> None:
     """Build every fixture first: once vLLM's backend has loaded a model, transformers' model
     classes are patched for the whole process and building a checkpoint fails. The paths are
     kept for the worker's life, so a recipe edited meanwhile is not rebuilt mid-run."""
-    from conformance.subjects.context import fixture_path
-    from fixtures.variants import get_recipe
-
     for name in sorted(fixtures):
         try:
             get_recipe(name)
@@ -59,18 +68,16 @@ def build_all(fixtures: set[str]) -> None:
 
 def pin_to_share() -> None:
     """Run on the CPUs the matrix runner gave this worker (`CONFORMANCE_CPUS`), before torch
-    sizes its thread pools from them."""
-    import os
-
+    sizes its thread pools from them (nothing this module imports loads torch)."""
     if cpus := os.environ.get("CONFORMANCE_CPUS"):
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
 
 
-# What nearly every cell imports: done before the first cell, so that no cell's time carries
-# it. A cell's seconds are what the runner balances workers by (`matrix.fixture_costs`);
-# otherwise the import time lands on whichever fixture a worker runs first.
-WARM_UP = ("transformers", "hypothesis", "conformance.run.suite", "conformance.checks",
-           "vllm.entrypoints.llm", "vllm.model_executor.models.transformers",
+# What nearly every cell imports beside the cell runner (imported with this module): done
+# before the first cell, so that no cell's time carries it. A cell's seconds are what the
+# runner balances workers by (`matrix.fixture_costs`); otherwise the import time lands on
+# whichever fixture a worker runs first.
+WARM_UP = ("transformers", "vllm.entrypoints.llm", "vllm.model_executor.models.transformers",
            # the engine's model runner (the CPU one builds on the GPU one), which the
            # first engine of a worker would otherwise pay for
            "vllm.v1.worker.gpu_worker", "vllm.v1.worker.cpu_worker")
@@ -90,23 +97,17 @@ def compile_sampler() -> None:
             Sampler.gather_logprobs(logprobs, 2, torch.zeros(rows, dtype=torch.long))
 
 
-def loads_an_engine(cells: list) -> bool:
+def loads_an_engine(cells: list[Cell]) -> bool:
     """Whether any of these cells starts an engine (a model check): only then is the sampler
     worth compiling up front."""
-    from conformance.checks import registry
-
     checks = registry()  # an unknown check is its cell's error, not the warm-up's
-    return any(checks[raw[3]].loads_model for raw in cells if raw[3] in checks)
+    return any(checks[c.key.check].loads_model for c in cells if c.key.check in checks)
 
 
 def warm_up(engine: bool) -> None:
-    import importlib
-    import time
-
-    from conformance.core.heap import settled_after
-
     started = time.monotonic()
-    with settled_after():  # what it imports lives as long as the worker: frozen (core/heap.py)
+    # what it imports lives as long as the worker: frozen (core/heap.py)
+    with heap.settled_after():
         for module in WARM_UP:
             try:
                 importlib.import_module(module)
@@ -122,12 +123,8 @@ def warm_up(engine: bool) -> None:
 
 def take(settings: dict) -> None:
     """The run's settings, for every cell of this process (its hypothesis profile too:
-    `inputs/strategies.py` loaded this process's default when it was imported)."""
-    from hypothesis import settings as profiles
-
-    from conformance.core.settings import Settings, use
-    from conformance.inputs import strategies  # noqa: F401 - registers the profiles
-
+    `inputs/strategies.py`, which the cell runner imports, loaded this process's default when
+    it was imported)."""
     given = Settings.from_json(settings)
     use(given)
     profiles.load_profile(given.profile)
@@ -135,18 +132,11 @@ def take(settings: dict) -> None:
 
 def main(argv: list[str]) -> int:
     pin_to_share()
-    from conformance.subjects.kernels import cap_from_environ
-
     cap_from_environ()  # before torch's import sizes its kernels and vLLM picks its own
-    from conformance.core import heap
-    from conformance.results.portable import folder_cell
-    from conformance.results.verdict import CellKey
-    from conformance.run.cell import run_cell
-
     ready = False
     fixture = None  # the fixture of the cell before
     repro_dir = None  # the run folder's repro/ (a worker run by hand: run_suite's default)
-    for message in ([keys_from_args(argv)] if argv else messages(sys.stdin)):
+    for message in ([cells_from_args(argv)] if argv else cells_of(messages(sys.stdin))):
         if isinstance(message, dict) and "settings" in message:
             take(message["settings"])
             if message.get("folder"):
@@ -157,22 +147,29 @@ def main(argv: list[str]) -> int:
             build_all(set(message["build"]))
             continue
         if not ready:
-            build_all({raw[0] for raw in message})
+            build_all({cell.key.fixture for cell in message})
             warm_up(engine=loads_an_engine(message))
             ready = True
-        for raw in message:
-            key = CellKey(*raw)
+        for cell in message:
+            key = cell.key
             if key.fixture != fixture:
                 # the fixture before leaves its models and engines cached for the worker's
                 # life: the cycle collector need not scan them again (core/heap.py)
                 heap.settle()
                 fixture = key.fixture
             emit(START, json.dumps(list(key)))
-            verdict = run_cell(key, repro_dir=repro_dir)
+            verdict = runner.run_cell(cell, repro_dir=repro_dir)
             if repro_dir is not None:  # its log is an artifact too: paths relative to the folder
                 verdict = folder_cell(verdict, repro_dir.parent)
             emit(MARK, verdict.to_json())
     return 0
+
+
+def cells_of(stream: Iterator[Any]) -> Iterator[Any]:
+    """The runner's messages, each list of cells read as `Cell`s (their work descriptions:
+    `Cell.to_json`)."""
+    for message in stream:
+        yield [Cell.from_json(raw) for raw in message] if isinstance(message, list) else message
 
 
 def messages(stream: TextIO) -> Iterator[Any]:
@@ -197,8 +194,6 @@ def leave(code: int) -> None:
     nothing of a worker outlives it; tearing down the engines and models it kept (one or two
     per fixture) takes seconds per fixture, in which the matrix would wait for a worker that
     has finished."""
-    import os
-
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

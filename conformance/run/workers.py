@@ -28,8 +28,14 @@ from conformance.core.settings import Settings
 from conformance.core.vllms import DEFAULT_VLLM, Release, VllmUnderTest, of_label
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.logs import exit_text, last_words, write_log
+from conformance.run.plan import Cell
 from conformance.run.versions import ensure_overlay
-from conformance.run.worker import MARK, START
+from conformance.subjects.faults import Fault
+
+# The worker's marks on its stdout, each opening a line of its own: START and a cell's key
+# before the cell, MARK and its verdict after it
+MARK = "@@verdict@@ "
+START = "@@start@@ "
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class Launch:
     cell_timeout: float = 900.0
     log_name: str | None = None  # None: `log_file`'s
     env: Mapping[str, str] = field(default_factory=dict)  # the CPU share it is pinned to
+    fault: Fault | None = None  # the run's planted fault, sent with each cell it reaches
 
 
 STARTUP_S = 300.0  # importing vLLM on a loaded 2-core machine
@@ -68,13 +75,19 @@ Feed = Callable[[], "list[CellKey] | None"]
 
 def _send(process: subprocess.Popen, message: object) -> None:
     """One line of the worker's stdin: {"settings": ...} (first), {"build": fixtures}, or a
-    list of cells to run."""
+    list of cells to run (`work`)."""
     assert process.stdin is not None
     try:
         process.stdin.write(json.dumps(message) + "\n")
         process.stdin.flush()
     except OSError:  # it has died: its exit is read below
         pass
+
+
+def work(cells: list[CellKey], launch: Launch) -> list[dict]:
+    """What the worker is sent for `cells`: each one's work description, the run's fault with
+    it where the fault reaches it (`Cell.of`)."""
+    return [Cell.of(key, launch.fault).to_json() for key in cells]
 
 
 def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log, on_verdict,
@@ -98,7 +111,7 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
                     "folder": str(launch.log_dir)})
     if feed is not None and build:
         _send(process, {"build": build})
-    _send(process, [list(c) for c in cells])
+    _send(process, work(cells, launch))
     if feed is None:
         process.stdin.close()
     lines: queue.Queue = queue.Queue()
@@ -134,7 +147,7 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
                 following = feed()
                 if following:
                     pending = list(following)
-                    _send(process, [list(c) for c in following])
+                    _send(process, work(following, launch))
                     deadline = time.monotonic() + cell_timeout
                 else:
                     feed = None

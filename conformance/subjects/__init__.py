@@ -11,12 +11,17 @@ A new subject is one module implementing `Subject` and one line in `REGISTRY`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from conformance.core.subjects import HF, IMPL, ORACLES, SUBJECTS, VLLM_BACKEND, VLLM_NATIVE
 from conformance.subjects import vllm
 from conformance.subjects.hf import HfSubject
 from conformance.subjects.impl import ImplSubject
 from conformance.subjects.protocol import PLANTS_FAULTS, Subject
 from fixtures.recipe import Recipe
+
+if TYPE_CHECKING:
+    from conformance.subjects.faults import Fault
 
 __all__ = ["ORACLES", "REGISTRY", "SUBJECTS", "Subject", "make_subject", "plants_faults"]
 
@@ -41,7 +46,7 @@ def plants_faults(name: str) -> bool:
     return name in REGISTRY and PLANTS_FAULTS in REGISTRY[name].capabilities
 
 
-def make_subject(name: str, path: str, recipe: Recipe, fault: str | None = None) -> Subject:
+def make_subject(name: str, path: str, recipe: Recipe, fault: Fault | None = None) -> Subject:
     """The subject `name` on the checkpoint at `path`; `fault` goes to a subject that plants
     faults itself (the others ignore it: `run/cell.py` plants it around their cell)."""
     cls = subject_class(name)

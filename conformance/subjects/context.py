@@ -10,11 +10,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.core.subjects import HF, VLLM_NATIVE
+from conformance.subjects import make_subject
+from conformance.subjects.faults import PLANTED
+from conformance.subjects.isolation import processor_defaults_fresh
 from conformance.subjects.protocol import PLANTS_FAULTS, VIDEO
+from fixtures.variants import build_fixture, get_recipe  # either takes a variant's name too
 from impl.types import ProcessedPrompt
+from impl.version import placeholder_strategy
+
+if TYPE_CHECKING:
+    from conformance.subjects.faults import Fault
 
 
 def _or_none(compute: Any) -> Any:
@@ -40,8 +48,6 @@ def in_form(party: Any, case: Any, form: str | None = None, *, fresh: bool = Tru
     form would pass. So it starts from the defaults a deployment without them has (`fresh`;
     not for a later request of the same deployment, which finds what the earlier ones left).
     """
-    from conformance.subjects.isolation import processor_defaults_fresh
-
     form = case.option_form if form is None else form
     if not fresh:
         return party.process(case, form=form, **kwargs)
@@ -75,8 +81,6 @@ class Context:
 
     def _subject(self, kind: str, case: Any, compute: Callable[[], ProcessedPrompt]
                  ) -> ProcessedPrompt:
-        from conformance.subjects.faults import PLANTED
-
         if PLANTED or (PLANTS_FAULTS in self.subject.capabilities and self.subject.fault):
             return compute()
         key = (kind, self.subject.name, case)
@@ -103,8 +107,6 @@ class Context:
         """`compute()`, something an oracle gives for `case` beyond its output (native vLLM's
         outputs through its own processor cache), once per worker and checkpoint: both
         subjects' cells compare with the same. Its failure is remembered as None."""
-        from conformance.subjects.faults import PLANTED
-
         if PLANTED:
             return _or_none(compute)
         key = ("derived", name, case)
@@ -135,27 +137,21 @@ class Context:
     def strategy(self) -> str:
         import transformers
 
-        from impl.version import placeholder_strategy
-
         return placeholder_strategy(transformers.__version__)
 
 
 @functools.lru_cache(maxsize=32)
 def fixture_path(name: str) -> str:
-    from fixtures.variants import build_fixture  # a variant's name too
-
     return str(build_fixture(name))
 
 
 _ORACLES: dict[tuple[str, str], dict] = {}
-_SUBJECTS: dict[tuple[str, str, str, str | None], Any] = {}
+_SUBJECTS: dict[tuple[str, str, str, Fault | None], Any] = {}
 _MEMOS: dict[tuple[str, str], dict] = {}
 
 
 def oracles_for(path: str, recipe: Any) -> dict:
     """Shared by every subject and check on the same checkpoint."""
-    from conformance.subjects import make_subject
-
     key = (path, recipe.name)
     if key not in _ORACLES:
         names = (VLLM_NATIVE, HF) if recipe.native_in_vllm else (HF,)
@@ -163,22 +159,18 @@ def oracles_for(path: str, recipe: Any) -> dict:
     return _ORACLES[key]
 
 
-def subject_for(path: str, recipe: Any, name: str, fault: str | None = None) -> Any:
+def subject_for(path: str, recipe: Any, name: str, fault: Fault | None = None) -> Any:
     """One per checkpoint, subject and fault in a process: its processor is built once."""
-    from conformance.subjects import make_subject
-
     key = (path, recipe.name, name, fault)
     if key not in _SUBJECTS:
         _SUBJECTS[key] = make_subject(name, path, recipe, fault)
     return _SUBJECTS[key]
 
 
-def make_context(fixture: str, subject: str, fault: str | None = None, *,
+def make_context(fixture: str, subject: str, fault: Fault | None = None, *,
                  path: str | None = None, recipe: Any = None) -> Context:
     """For a fixture by name, or for any checkpoint folder with a recipe made for it."""
     if recipe is None:
-        from fixtures.variants import get_recipe
-
         recipe = get_recipe(fixture)
     path = path or fixture_path(fixture)
     for other in [k for k in _MEMOS if k != (path, recipe.name)]:

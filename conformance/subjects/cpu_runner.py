@@ -1,8 +1,8 @@
 """A vLLM plugin (`vllm.general_plugins`) that gives a CUDA-only release's Python an engine on
 an x86 CPU without Triton: the one vLLM runs itself on CPUs without Triton (its standalone CPU
-runner, `v1/worker/cpu/`), which 0.34.0 takes only off x86.
+runner, `v1/worker/cpu/`), which from 0.34.0 on vLLM takes only off x86.
 
-Only a graft carries its entry point (core/cpu_engine.py: the release's wheel, a CPU build's
+Only a graft carries its entry point (run/cpu_engine.py: the release's wheel, a CPU build's
 kernels and the top-up ops beside its `vllm/`), so no other vLLM loads it. vLLM calls it in
 every process that builds an engine config or runs a worker. It:
 - loads the top-up ops (`vllm/_C_topup.abi3.so`) after the kernels vLLM picks for the CPU;
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conformance.core.cpu_engine import TOPUP_LIBRARY
+from conformance.core.catalogue import TOPUP_LIBRARY
 
 RUNNER = "vLLM's standalone CPU runner (x86 without Triton, ops built from its sources)"
 
@@ -77,7 +77,7 @@ def unavailable() -> str | None:
         return None
     return ("its CPU engine needs Triton on x86 (triton-cpu, on no package index: 'vLLM on x86 "
             "CPUs requires Triton (triton-cpu).') and takes its standalone runner only off x86, "
-            "and no runner plugin is loaded (core/cpu_engine.py); its processing is tested, "
+            "and no runner plugin is loaded (run/cpu_engine.py); its processing is tested, "
             "not its models")
 
 

@@ -32,6 +32,7 @@ class CheckpointFiles:
         """`path`: another checkpoint folder (the disk form's copy of this one)."""
         key = (path or self.path, options_key(options))
         if key not in self._processors:
+            # lazy: impl.hf imports torch (+1.1 s), kept out of importing the subjects package
             from impl.hf import load_processor
 
             self._processors[key] = load_processor(path or self.path, dict(options))
@@ -120,7 +121,10 @@ class HfSubject(CheckpointFiles):
 def image_outputs(processor: Any, case: Case) -> dict[str, Any]:
     """The HF processor's outputs for a case's images beside the dummy prompt the backend's
     Offsets path sends them with (its `get_dummy_text`), unpadded as it returns them."""
+    # lazy: impl.dummy imports numpy (+0.14 s), not otherwise loaded by the subjects package
     from impl.dummy import dummy_text
+
+    # lazy: impl.hf imports torch (+1.1 s), kept out of importing the subjects package
     from impl.hf import call_processor
 
     text = dummy_text(processor, {"image": len(case.media)})

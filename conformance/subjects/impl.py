@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.core.subjects import IMPL
 from conformance.inputs.cases import Case
 from conformance.inputs.forms import form_inputs
+from conformance.subjects.faults import planted
 from conformance.subjects.hf import CheckpointFiles
 from conformance.subjects.protocol import CACHE, HF_PROCESSOR, PLANTS_FAULTS
 from fixtures.recipe import Recipe
+from impl.cache import ProcessorCache
 from impl.types import ProcessedPrompt
+
+if TYPE_CHECKING:
+    from conformance.subjects.faults import Fault
 
 
 class ImplSubject(CheckpointFiles):
@@ -20,7 +25,7 @@ class ImplSubject(CheckpointFiles):
 
     capabilities = frozenset({HF_PROCESSOR, CACHE, PLANTS_FAULTS})
 
-    def __init__(self, path: str, recipe: Recipe, fault: str | None = None):
+    def __init__(self, path: str, recipe: Recipe, fault: Fault | None = None):
         super().__init__(path, recipe)
         self.fault = fault
         self.name = IMPL if fault is None else f"{IMPL}+{fault}"
@@ -31,8 +36,6 @@ class ImplSubject(CheckpointFiles):
     def new_cache(self, options: Any = ()) -> Any:
         """An empty processor cache (impl's: items under the hash of their input and the
         options, as vLLM's); `process(case, cache=...)` takes items from it and fills it."""
-        from impl.cache import ProcessorCache
-
         return ProcessorCache()
 
     def process(self, case: Case, *, as_tokens: bool = False, cache: Any = None,
@@ -44,8 +47,8 @@ class ImplSubject(CheckpointFiles):
         case's options in that form, handed to impl's steps as vLLM hands them to the
         backend's (`form_inputs`: scoped ones as a group, the disk form's copy of the
         checkpoint)."""
+        # lazy: impl.pipeline imports torch (+1.1 s), kept out of importing the subjects package
         import impl.pipeline
-        from conformance.subjects.faults import planted
 
         given = form_inputs(form, case.processor_kwargs, case.modality, self.path)
         case = replace(case, processor_kwargs=given.model)
@@ -76,7 +79,10 @@ def reference_row_layout(processor: Any, hf_inputs: Mapping[str, Any], case: Cas
                          ) -> tuple[list[int], int | None]:
     """impl's rows per image and slice dimension for the HF processor's outputs `hf_inputs`
     for the case's images (after impl's unpadding): what the backend's must be."""
+    # lazy: impl.fields imports torch (+1.1 s), kept out of importing the subjects package
     from impl.fields import image_row_layout
+
+    # lazy: impl.unpad imports torch (+1.1 s), kept out of importing the subjects package
     from impl.unpad import apply_unpad_images
 
     inputs = dict(hf_inputs)

@@ -4,7 +4,7 @@ with and without dummy options, against native vLLM and, without one, against th
 from __future__ import annotations
 
 from conformance.checks.dummy_data import binding, compare
-from conformance.subjects.vllm import DummyItems
+from conformance.subjects.vllm_dummy import DummyItems
 
 NATIVE = DummyItems(((28, 28),), (4,))
 OPTIONS = {"width": 14, "height": 7}

@@ -23,6 +23,7 @@ import pytest
 
 from conformance.checks import registry
 from conformance.core.signatures import signature
+from conformance.results.verdict import Verdict
 from conformance.subjects.faults import kind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,8 +64,8 @@ def never_reaches(before: dict, after: dict) -> bool:
     or it raised on every input), and the faulty run observed that again, up to its measured
     values (a dummy image of another size raising the same error) and what a message lists
     after it says what failed (vLLM's list of a model's parameters, in no fixed order)."""
-    was = (before.get("data") or {}).get("differences") or []
-    now = (after.get("data") or {}).get("differences") or []
+    was = [d["text"] for d in (before.get("evidence") or {}).get("differences", [])]
+    now = [d["text"] for d in (after.get("evidence") or {}).get("differences", [])]
 
     def said(differences: list[str]) -> set[str]:  # the error, not the listing it may append
         return {signature(d)[:120] for d in differences}
@@ -118,8 +119,9 @@ def test_the_matrix_fault_fails_every_cell_a_finding_explains(fault, tmp_path):
             continue
         now = got[key]
         if now["status"] != "fail" and not never_reaches(cell, now):
+            said = Verdict.from_dict(now).detail[:300]
             swallowed.append(f"{cell['fixture']}/{cell['check']}@{cell['version']} "
-                             f"({cell['finding']}): {now['status']} {now['detail'][:300]}")
+                             f"({cell['finding']}): {now['status']} {said}")
     assert not swallowed, f"{fault} swallowed in {len(swallowed)} cell(s):\n" + \
         "\n".join(swallowed)
 

@@ -20,9 +20,10 @@ from conformance.inputs.forms import options_key
 from conformance.inputs.media import Media, smoke_media
 from conformance.results.verdict import CellKey
 from conformance.run.cell import run_checkpoint
+from conformance.run.plan import key_here
 from conformance.run.suite import run_suite
 from conformance.subjects.context import Context, fixture_path, make_context
-from conformance.subjects.faults import FAULTS, MEDIA_FAULTS, active, planted
+from conformance.subjects.faults import FAULTS, MEDIA_FAULTS, Fault, planted
 from conformance.subjects.impl import ImplSubject
 from fixtures.recipe import Recipe
 from fixtures.registry import available_recipes
@@ -47,10 +48,10 @@ def test_the_fault_a_case_check_declares_makes_it_fail(check_id, tmp_path):
     recipe = get_recipe(proof.fixture)
     if proof.fault != "options-ignored":  # the architecture's default options: a clean baseline
         recipe = dataclasses.replace(recipe, processor_options=())
-    clean = run_suite(proof.fixture, "impl", check_id, repro_dir=tmp_path, recipe=recipe)
+    key = key_here(proof.fixture, "impl", check_id)
+    clean = run_suite(key, repro_dir=tmp_path, recipe=recipe)
     assert clean.status in ("pass", "xfail"), clean
-    faulty = run_suite(proof.fixture, "impl", check_id, fault=proof.fault, repro_dir=tmp_path,
-                       recipe=recipe)
+    faulty = run_suite(key, fault=Fault.parse(proof.fault), repro_dir=tmp_path, recipe=recipe)
     assert faulty.status == "fail", faulty
     assert proof.evidence in faulty.detail, faulty.detail
     assert Path(faulty.data["reproducer"]).exists()
@@ -61,16 +62,18 @@ def test_the_fault_a_case_check_declares_makes_it_fail(check_id, tmp_path):
 def test_the_backend_fault_a_sub_property_declares_makes_it_fail(check_id, proof, tmp_path):
     # a sub-property only the backend claims (its own steps, compared with impl's): the
     # backend fault is planted around the whole cell, as `conformance run` plants it
-    clean = run_suite(proof.fixture, proof.subject, check_id, repro_dir=tmp_path)
+    key = key_here(proof.fixture, proof.subject, check_id)
+    clean = run_suite(key, repro_dir=tmp_path)
     assert clean.status in ("pass", "xfail"), clean
-    if active(proof.fault) is None:
+    fault = Fault.parse(proof.fault).on(transformers.__version__)
+    if fault is None:
         pytest.skip(f"{proof.fault}: not planted under transformers {transformers.__version__}")
     if proof.sub_property and proof.sub_property not in clean.data.get("exercised", []):
         pytest.skip(f"{proof.subject} does not claim {proof.sub_property!r} on transformers "
                     f"{transformers.__version__} and this vLLM (rows: not on the Legacy path; "
                     "mixed modalities: vLLM 0.32.0 on >= 5.18, tests/conformance/test_mixed.py)")
-    with planted(proof.fault):
-        faulty = run_suite(proof.fixture, proof.subject, check_id, repro_dir=tmp_path)
+    with planted(fault):
+        faulty = run_suite(key, repro_dir=tmp_path)
     assert faulty.status == "fail", faulty
     assert proof.evidence in faulty.detail, faulty.detail
 
@@ -100,12 +103,12 @@ def assert_clean_then_failing(check_id, proof, subject):
     key = CellKey(proof.fixture, version, subject, check_id)
     clean = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture))
     known_beside = clean.status == "xfail" and not any(
-        proof.evidence in text for text in clean.data.get("differences", ()))
+        proof.evidence in text for text in (clean.evidence.texts() if clean.evidence else ()))
     if clean.status != "pass" and not known_beside:
         pytest.skip(f"{check_id} on {proof.fixture} is {clean.status} on transformers {version} "
                     f"({clean.finding or clean.detail[:120]}): the proof needs a clean cell")
     faulty = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture),
-                            fault=proof.fault)
+                            fault=Fault.parse(proof.fault))
     assert faulty.status == "fail", faulty
     assert proof.evidence in faulty.detail, faulty.detail
 
@@ -123,7 +126,7 @@ def test_a_model_check_fails_through_the_hf_model_alone(check_id, proof):
     clean = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture))
     assert clean.status in ("pass", "xfail"), clean
     faulty = run_checkpoint(key, recipe, check, lambda: fixture_path(proof.fixture),
-                            fault=proof.fault)
+                            fault=Fault.parse(proof.fault))
     assert faulty.status == "fail", faulty
     # on the Legacy path aya_vision's backend cannot place the images
     # (legacy-structure-tokens-embedded): the fault shows through the text-only request
@@ -152,13 +155,13 @@ def test_the_encoder_check_sees_swapped_items_on_every_fixture(fixture):
     if clean.status != "pass":
         pytest.skip(f"encoder on {fixture} is {clean.status} on {version}: needs a clean cell")
     faulty = run_checkpoint(key, recipe, check, lambda: fixture_path(fixture),
-                            fault="swapped-items")
+                            fault=Fault("swapped-items"))
     assert faulty.status == "fail", faulty
 
 
 def test_a_finding_behind_an_option_is_searched_after_the_default_options(tmp_path):
-    verdict = run_suite("qwen2_vl", "impl", "prompt-ids", fault="options-ignored",
-                        repro_dir=tmp_path)
+    verdict = run_suite(key_here("qwen2_vl", "impl", "prompt-ids"),
+                        fault=Fault("options-ignored"), repro_dir=tmp_path)
     assert verdict.status == "fail"
     assert dict(Case.from_json(verdict.data["case"]).processor_kwargs) == {"max_pixels": 28 * 28}
     assert "(with max_pixels=784)" in verdict.detail
@@ -166,7 +169,7 @@ def test_a_finding_behind_an_option_is_searched_after_the_default_options(tmp_pa
 
 @pytest.mark.e2e  # runs the reproducer script in its own process
 def test_a_reproducer_reproduces_its_planted_fault_on_its_own(tmp_path):
-    verdict = run_suite("llava", "impl", "placeholders", fault="offset-shift",
+    verdict = run_suite(key_here("llava", "impl", "placeholders"), fault=Fault("offset-shift"),
                         repro_dir=tmp_path)
     reproducer = verdict.data["reproducer"]
     run = subprocess.run([sys.executable, reproducer], capture_output=True, text=True)
@@ -194,7 +197,7 @@ def test_disabled_unpadding_fails_slicing_on_a_padding_processor():
                  Media("image", height=40, width=10, seed=2)))
     slicing = get_check("slicing")
     assert slicing.run(ctx, case).ok
-    ctx.subject.fault = "no-unpad"
+    ctx.subject.fault = Fault("no-unpad")
     outcome = slicing.run(ctx, case)
     assert not outcome.ok and "alone vs batch" in outcome.evidence and "shape" in outcome.evidence
 
@@ -203,7 +206,7 @@ def test_planted_restores_impl_afterwards():
     import impl.pipeline
 
     before = impl.pipeline.process
-    with planted("offset-shift"):
+    with planted(Fault("offset-shift")):
         assert impl.pipeline.process is not before
     assert impl.pipeline.process is before
 

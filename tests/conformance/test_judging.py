@@ -7,7 +7,9 @@ import pytest
 
 from conformance import expectations
 from conformance.core.signatures import difference_kind
+from conformance.run.plan import key_here
 from conformance.run.suite import run_suite
+from conformance.subjects.faults import Fault
 
 pytestmark = pytest.mark.vllm
 
@@ -16,9 +18,9 @@ def test_a_second_failure_in_a_cell_with_a_known_finding_fails_the_cell(tmp_path
     # gemma3 placeholders is xfail for its newline findings (the ids around an image's
     # '\n\n'); planting an offset shift adds a second kind of difference no finding explains:
     # each item's range is still compared, by what its embedding positions hold
-    clean = run_suite("gemma3", "impl", "placeholders", repro_dir=tmp_path)
+    clean = run_suite(key_here("gemma3", "impl", "placeholders"), repro_dir=tmp_path)
     assert clean.status == "xfail", clean.detail
-    planted = run_suite("gemma3", "impl", "placeholders", fault="offset-shift",
+    planted = run_suite(key_here("gemma3", "impl", "placeholders"), fault=Fault("offset-shift"),
                         repro_dir=tmp_path)
     assert planted.status == "fail", planted.detail
     assert "its embedding positions hold other ids" in planted.detail
@@ -30,7 +32,7 @@ def test_a_finding_that_no_longer_shows_is_xpass(monkeypatch, tmp_path):
         fixtures=("llava",), evidence={"prompt-ids": ("prompt ids differ",)})
     findings = expectations.load()
     monkeypatch.setattr(expectations, "load", lambda path=None: (*findings, stale))
-    verdict = run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    verdict = run_suite(key_here("llava", "impl", "prompt-ids"), repro_dir=tmp_path)
     assert verdict.status == "xpass", verdict.detail
     assert verdict.finding == "llava-stale"
     assert verdict.data["compared"] >= verdict.data["compared_floor"]
@@ -46,7 +48,7 @@ def test_a_finding_of_media_the_cell_never_drew_is_not_stale(monkeypatch, tmp_pa
             fixtures=("llava",), evidence={"prompt-ids": ("prompt ids differ",)},
             modalities=(modality,))
         monkeypatch.setattr(expectations, "load", lambda path=None, s=stale: (*findings, s))
-        verdict = run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+        verdict = run_suite(key_here("llava", "impl", "prompt-ids"), repro_dir=tmp_path)
         assert verdict.data["compared_by_modality"] == {"image": verdict.data["compared"]}
         assert verdict.status == status, (modality, verdict.detail)
 
@@ -79,7 +81,7 @@ def test_too_few_compared_cases_is_inconclusive_not_a_pass(monkeypatch, tmp_path
     monkeypatch.setattr("conformance.run.suite.make_context", picky_oracle)
     # no findings' example: the one case the oracle processes is a drawn one (the floor's)
     monkeypatch.setattr("conformance.inputs.examples.for_search", lambda *args: ())
-    verdict = run_suite("llava", "impl", "placeholders", repro_dir=tmp_path)
+    verdict = run_suite(key_here("llava", "impl", "placeholders"), repro_dir=tmp_path)
     assert verdict.status == "inconclusive", verdict.detail
     assert "refuses this case" in verdict.detail
     assert verdict.data["compared"] < verdict.data["compared_floor"]

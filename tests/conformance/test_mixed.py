@@ -22,6 +22,7 @@ from conformance.inputs.cases import Case
 from conformance.inputs.media import Media
 from conformance.inputs.strategies import companion
 from conformance.paths import ROOT
+from conformance.results.verdict import Verdict
 from conformance.subjects.context import Context
 from conformance.subjects.protocol import VIDEO
 from fixtures.registry import get_recipe
@@ -97,7 +98,7 @@ def test_a_field_given_to_the_wrong_modality_fails_the_mixed_comparison(modality
 
 @pytest.mark.slow
 def test_the_backend_fault_of_mixed_modalities_fails_slicing_on_vllm_0_32(tmp_path):
-    if not vllms.RELEASES["0.32.0"].python.exists():
+    if not vllms.releases()["0.32.0"].python.exists():
         pytest.skip("no vLLM 0.32.0 environment: python3 scripts/bootstrap.py env --vllm 0.32.0")
     out = tmp_path / "run"
     command = [sys.executable, "-m", "conformance", "run", "--vllm", "0.32.0", "--versions",
@@ -110,5 +111,6 @@ def test_the_backend_fault_of_mixed_modalities_fails_slicing_on_vllm_0_32(tmp_pa
     (clean,) = json.loads((out / "clean" / "results.json").read_text())["cells"]
     (faulty,) = json.loads((out / "fault" / "results.json").read_text())["cells"]
     assert clean["status"] == "pass" and MIXED in clean["data"]["exercised"], clean
-    assert faulty["status"] == "fail" and "(alone vs mixed)" in faulty["detail"], faulty
+    assert faulty["status"] == "fail" and "(alone vs mixed)" in Verdict.from_dict(faulty).detail, \
+        faulty
     assert Path(out / "fault" / "report.md").exists()

@@ -22,6 +22,7 @@ from conformance.inputs.cases import Case
 from conformance.inputs.media import Media
 from conformance.results.verdict import Verdict
 from conformance.run import suite
+from conformance.run.plan import key_here
 from fixtures.registry import get_recipe
 
 
@@ -67,7 +68,7 @@ def searched(monkeypatch):
 def test_the_default_profile_compares_at_least_the_floor_per_search(searched, tmp_path):
     assert settings.get_profile("dev").max_examples >= suite.MIN_COMPARED == 25
     assert suite.compared_floor() == 25 and suite.compared_floor(200) == 100
-    verdict = suite.run_suite("qwen2_vl", "impl", "prompt-ids", repro_dir=tmp_path)
+    verdict = suite.run_suite(key_here("qwen2_vl", "impl", "prompt-ids"), repro_dir=tmp_path)
     assert verdict.status == "pass", verdict.detail
     assert verdict.data["compared_floor"] == 25
     # both searches (default options, option sets) compared the floor each
@@ -75,7 +76,8 @@ def test_the_default_profile_compares_at_least_the_floor_per_search(searched, tm
 
 
 def test_fewer_compared_cases_than_the_floor_is_inconclusive(searched, tmp_path):
-    verdict = suite.run_suite("llava", "impl", "prompt-ids", max_examples=24, repro_dir=tmp_path)
+    verdict = suite.run_suite(key_here("llava", "impl", "prompt-ids"), max_examples=24,
+                              repro_dir=tmp_path)
     assert verdict.status == "inconclusive"
     assert "24 cases compared with the default options (floor 25" in verdict.detail
 
@@ -84,7 +86,7 @@ def test_a_case_compared_twice_counts_once(searched, monkeypatch, tmp_path):
     item = Media("image", height=20, width=30, seed=1)
     twice = Case("llava", "image", ("", ""), (item,))
     monkeypatch.setattr(examples, "for_search", lambda *a: (twice, twice))
-    verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    verdict = suite.run_suite(key_here("llava", "impl", "prompt-ids"), repro_dir=tmp_path)
     assert searched[0][:2] == [twice, twice]
     assert verdict.data["explicit"] == 1
     assert verdict.data["compared"] == verdict.data["examples"] - 1
@@ -108,7 +110,7 @@ def few_cases(monkeypatch, kinds: int, draws_each: int = 1000) -> list[Case]:
 
 def test_a_case_drawn_again_is_replaced_by_another_draw(searched, monkeypatch, tmp_path):
     few_cases(monkeypatch, 40)
-    verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    verdict = suite.run_suite(key_here("llava", "impl", "prompt-ids"), repro_dir=tmp_path)
     ran = [case.to_json() for case in searched[0]]
     assert verdict.status == "pass", verdict.detail
     # the search went on drawing until the floor's distinct cases, each run once
@@ -121,7 +123,7 @@ def test_too_few_distinct_cases_stay_inconclusive(searched, monkeypatch, tmp_pat
     # with 2 draws per case hypothesis runs some draw twice: the draw that ran a case runs it
     # again (a rejected replay of a passing draw would be a FlakyFailure, an `error`)
     few_cases(monkeypatch, 10, draws_each)
-    verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    verdict = suite.run_suite(key_here("llava", "impl", "prompt-ids"), repro_dir=tmp_path)
     assert verdict.status == "inconclusive", verdict.detail
     assert "10 cases compared with the default options (floor 25" in verdict.detail
 
@@ -130,12 +132,12 @@ def test_a_failing_case_drawn_again_is_still_shrunk_and_reported(searched, monke
                                                                   tmp_path):
     made = few_cases(monkeypatch, 40)
     monkeypatch.setattr(sys.modules[__name__], "FAILING", made[5:])
-    verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    verdict = suite.run_suite(key_here("llava", "impl", "prompt-ids"), repro_dir=tmp_path)
     assert verdict.status == "fail" and "planted: this case differs" in verdict.detail
 
 
 def test_the_fixed_seed_is_recorded_and_the_nightly_seed_changes(searched, tmp_path):
-    verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    verdict = suite.run_suite(key_here("llava", "impl", "prompt-ids"), repro_dir=tmp_path)
     assert verdict.data["seed"] == suite.SEARCH_SEED
     assert suite.default_seed("dev") == suite.default_seed("ci") == suite.SEARCH_SEED
     assert len({suite.default_seed("nightly") for _ in range(3)}) == 3
@@ -144,7 +146,7 @@ def test_the_fixed_seed_is_recorded_and_the_nightly_seed_changes(searched, tmp_p
 def test_a_seed_replays_the_same_cases(searched, monkeypatch, tmp_path):
     def draw(seed: int) -> list[str]:
         use(current().but(seed=seed))
-        verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+        verdict = suite.run_suite(key_here("llava", "impl", "prompt-ids"), repro_dir=tmp_path)
         assert verdict.data["seed"] == seed
         return [case.to_json() for case in searched[-1]]
 
@@ -154,7 +156,7 @@ def test_a_seed_replays_the_same_cases(searched, monkeypatch, tmp_path):
 
 
 def test_the_findings_examples_run_first_in_their_search(searched, tmp_path):
-    verdict = suite.run_suite("gemma3", "impl", "prompt-ids", repro_dir=tmp_path)
+    verdict = suite.run_suite(key_here("gemma3", "impl", "prompt-ids"), repro_dir=tmp_path)
     ran = searched[0]
     default, pan_and_scan = (examples.for_search(get_recipe("gemma3"), drawn, False)
                              for drawn in (False, True))
@@ -170,7 +172,7 @@ def test_a_failing_example_does_not_stop_the_drawn_cases(searched, monkeypatch, 
     failing = Case("llava", "image", ("", ""), (Media("image", height=20, width=30, seed=1),))
     monkeypatch.setattr(examples, "for_search", lambda *a: (failing,))
     monkeypatch.setattr(sys.modules[__name__], "FAILING", [failing])
-    verdict = suite.run_suite("llava", "impl", "prompt-ids", repro_dir=tmp_path)
+    verdict = suite.run_suite(key_here("llava", "impl", "prompt-ids"), repro_dir=tmp_path)
     assert verdict.status == "fail" and "planted: this case differs" in verdict.detail
     assert searched[0][0] == failing and len(searched[0]) == 1 + 25
 

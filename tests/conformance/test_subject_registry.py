@@ -13,12 +13,12 @@ from unittest import mock
 import pytest
 
 from conformance.core.subjects import IMPL, ORACLES, SUBJECTS, VLLM_BACKEND
-from conformance.run.cell import planted_around_cell
-from conformance.run.suite import run_suite
+from conformance.run.cell import run_cell
+from conformance.run.plan import Cell, key_here
 from conformance.subjects import REGISTRY, make_subject, plants_faults
 from conformance.subjects import faults as faults_module
 from conformance.subjects.context import fixture_path
-from conformance.subjects.faults import TARGETS, routed
+from conformance.subjects.faults import TARGETS, Fault
 from conformance.subjects.impl import ImplSubject
 from conformance.subjects.protocol import CAPABILITIES, Subject
 from fixtures.registry import get_recipe
@@ -65,7 +65,7 @@ def test_every_fault_targets_a_registered_subject():
 
 @pytest.mark.parametrize("fault", sorted(TARGETS))
 def test_a_fault_reaches_only_the_cells_of_its_target(fault):
-    assert {name for name in REGISTRY if routed(fault, name)} == {TARGETS[fault]}
+    assert {name for name in REGISTRY if Fault(fault).routed(name, "5.17.0")} == {TARGETS[fault]}
 
 
 class EchoSubject(ImplSubject):
@@ -92,14 +92,13 @@ def test_a_new_subject_is_one_class_and_one_registry_line(monkeypatch, tmp_path)
     assert isinstance(make_subject("echo", "unused", get_recipe("llava")), EchoSubject)
     assert not plants_faults("echo") and plants_faults(IMPL)
 
-    def cell(subject, spec="echo-shifted"):  # as run/cell.py runs a case-level cell
-        fault = routed(spec, subject)
-        with planted_around_cell(fault, subject):
-            return run_suite("llava", subject, "prompt-ids", repro_dir=tmp_path,
-                             fault=fault if plants_faults(subject) else None)
+    def cell(subject, spec="echo-shifted"):  # through the cell runner, as every command
+        fault = Fault.parse(spec) if spec else None
+        return run_cell(Cell.of(key_here("llava", subject, "prompt-ids"), fault),
+                        repro_dir=tmp_path)
 
     faulty = cell("echo")
     assert faulty.status == "fail" and "prompt ids differ" in faulty.detail, faulty
     assert cell(IMPL).status == "pass"  # the fault targets echo alone
     assert cell("echo", spec=None).status == "pass"
-    assert routed("echo-shifted", VLLM_BACKEND) is None
+    assert Fault("echo-shifted").routed(VLLM_BACKEND, "5.17.0") is None

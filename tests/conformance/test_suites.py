@@ -9,6 +9,7 @@ Run on another version with `conformance exec --transformers 5.12.1 -- python -m
 import pytest
 
 from conformance.checks import check_ids
+from conformance.run.plan import key_here
 from conformance.run.suite import run_suite
 from conformance.subjects import SUBJECTS
 from fixtures.registry import available_recipes
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.matrix]  # the main job judges these
 @pytest.mark.parametrize("subject", SUBJECTS)
 @pytest.mark.parametrize("fixture", available_recipes())
 def test_subject_conforms(fixture, subject, check):
-    verdict = run_suite(fixture, subject, check)
+    verdict = run_suite(key_here(fixture, subject, check))
     if verdict.status == "xfail":
         pytest.xfail(verdict.finding)  # the finding id: one line in the summary
     assert verdict.status == "pass", (

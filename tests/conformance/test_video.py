@@ -163,7 +163,7 @@ def test_vllm_0_32_backend_reports_video_from_5_18(version, video):
 
     from conformance.run import versions
 
-    release = vllms.RELEASES["0.32.0"]
+    release = vllms.releases()["0.32.0"]
     if not release.python.exists():
         pytest.skip("no vLLM 0.32.0 environment: python3 scripts/bootstrap.py env --vllm 0.32.0")
     env = versions.ensure_overlay(version, vllm="0.32.0").environ()

@@ -64,8 +64,11 @@ def check_encoder(recipe: Recipe, path: str, *, device: str = "cpu", dtype: str 
     nested = nested_inputs(recipe, path)
     if nested is not None:
         data[NESTED] = {}
-        problems += compare(recipe, path, nested, device, dtype, subject_media, data[NESTED],
-                            f" on '{NESTED}':", refs)
+        found = compare(recipe, path, nested, device, dtype, subject_media, data[NESTED],
+                        f" on '{NESTED}':", refs)
+        if found:  # what a reproducer replays: the nested items
+            data[NESTED]["problems"] = len(found)
+        problems += found
     data[PROBLEMS] = problems
     return summary(problems), data
 

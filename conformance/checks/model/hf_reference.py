@@ -27,6 +27,7 @@ from conformance.checks.model.reproducer import greedy_steps
 from conformance.inputs.media import mm_data
 from conformance.subjects.hf import embed_token_id
 from fixtures.recipe import Recipe
+from impl.hf import load_processor
 
 HF_REFERENCE = "hf-lm"  # CACHE kind: the HF model with its head
 
@@ -54,8 +55,6 @@ def eager(model: Any) -> Any:
 
 
 def processor(path: str) -> Any:
-    from impl.hf import load_processor
-
     return CACHE.get(cache_key("hf-processor", path, "", "cpu", ""),
                      lambda: load_processor(path, {}))
 

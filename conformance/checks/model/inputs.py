@@ -109,6 +109,7 @@ def vllm_embed(loaded: VllmModel, out: Any, device: str) -> dict[str, list]:
 
 
 def impl_embed(model: Any, out: Any, device: str) -> dict[str, list]:
+    # lazy: impl.encoder imports transformers (+0.8 s over what the check registry loads)
     import impl.encoder
 
     return embed(out, device, lambda **kwargs: impl.encoder.embed_multimodal(model, **kwargs))

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.core import heap
 from conformance.subjects import vllm
 from conformance.subjects.vllm import BACKEND, MAX_ITEMS, NATIVE
 from fixtures.recipe import Recipe
@@ -59,8 +60,6 @@ class ModelCache:
         ('tensor model parallel group is not initialized': which cells a worker ran before
         decided the verdict)."""
         import gc
-
-        from conformance.core import heap
 
         for k in [k for k in self.entries
                   if (kind is None or k[0] == kind) and (key is None or k == key)]:

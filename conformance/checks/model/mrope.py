@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import impl.mrope
 from conformance.checks.contract import (
     MODEL_REFERENCES,
     PROBLEMS,
@@ -44,6 +45,7 @@ from conformance.checks.model.references import (
 )
 from conformance.core.subjects import VLLM_BACKEND
 from conformance.inputs.media import Media
+from conformance.subjects.vllm import from_vllm_output
 from fixtures.recipe import Recipe
 
 MROPE_IMAGE_SIZES = ((28, 84), (84, 28), (56, 56), (28, 56))  # (h, w): distinct grids
@@ -88,9 +90,6 @@ def feature_specs(out: Any) -> list[Any]:
 
 
 def impl_mrope(model: Any, out: Any) -> tuple[Any, int]:
-    import impl.mrope
-    from conformance.subjects.vllm import from_vllm_output
-
     processed = from_vllm_output(out)
     return impl.mrope.mrope_input_positions(model, list(out["prompt_token_ids"]),
                                             impl.mrope.features_of(processed))
@@ -171,6 +170,8 @@ def compare_prompt(recipe: Recipe, path: str, refs: Sequence[str], description: 
         for found in three_way(subject, expected, got, differences, row):
             text = f"{subject} on {description!r}: {found.removeprefix(HF_PREFIX)}"
             problems.append(HF_PREFIX + text if found.startswith(HF_PREFIX) else text)
+    if problems:  # which prompt a reproducer replays
+        row["problems"] = len(problems)
     return problems
 
 

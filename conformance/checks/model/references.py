@@ -15,10 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from conformance.checks.contract import HF_REF, NATIVE_REF, REFERENCES
 from conformance.checks.model.inputs import error_text
+from conformance.core.vllms import current_label, impl_reproduces
 from fixtures.recipe import Recipe
 
-NATIVE_REF, HF_REF = "native", "hf"
 GENERATE_TOKENS = 4  # greedy steps each reference decodes
 HF_PREFIX = "vs hf: "
 # What each attribution appends to the differences it concerns (a finding may name the side)
@@ -28,8 +29,6 @@ DEVIATES = {
     "hf": "[the HF model differs from both vLLM implementations]",
     "all": "[all three differ: native vLLM and the HF model disagree too]",
 }
-# The data key listing each reference's relation to the subject
-REFERENCES = "references"
 
 T = TypeVar("T")
 
@@ -37,8 +36,6 @@ T = TypeVar("T")
 def subjects_compared() -> tuple[str, ...]:
     """The model checks' subjects on the vLLM under test: its backend, and impl on the HF model
     where impl reproduces that vLLM's backend (vLLM 0.31.0's: `vllms.impl_reproduces`)."""
-    from conformance.core.vllms import current_label, impl_reproduces
-
     return ("backend", "impl") if impl_reproduces(current_label()) else ("backend",)
 
 

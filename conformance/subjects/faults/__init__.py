@@ -7,19 +7,23 @@ Three kinds, by what they change:
 - `media`: the subject's media for the checkpoint-level checks (items swapped), so that the
   subject computes on other data than the oracle.
 
-`with planted(name):` patches for the duration of the block (impl and backend faults);
-`media_fault(name)` gives the hook the checkpoint-level checks apply to the subject's items.
-Reproducer scripts name the fault, so a planted failure reproduces on its own.
+A command parses `--fault` once into a `Fault`, which travels with each cell it reaches (routed
+to the cell's subject and transformers version: `Fault.routed`). `with planted(fault):` patches
+for the duration of the block (impl and backend faults); `fault.media` is the hook the
+checkpoint-level checks apply to the subject's items. Reproducer scripts name the fault, so a
+planted failure reproduces on its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from conformance.core.subjects import IMPL, VLLM_BACKEND
 from conformance.subjects.faults import backend_model, backend_processing, impl_steps
+from impl.version import at_least, parse_version
 
 
 def swap_first_two(items: list) -> list:
@@ -65,12 +69,6 @@ FAULTS: dict[str, Callable[[], list[Any]]] = {
 MEDIA_FAULTS: dict[str, Callable[[list], list]] = {"swapped-items": swap_first_two}
 
 
-def media_fault(spec: str | None) -> Callable[[list], list] | None:
-    """The media hook of `spec` (None when it is no media fault or not active)."""
-    name = active(spec)
-    return MEDIA_FAULTS.get(name) if name else None
-
-
 def kind(name: str) -> str:
     """`impl`, `backend` or `media`."""
     if name in MEDIA_FAULTS:
@@ -98,41 +96,70 @@ def target(name: str) -> str:
     return TARGETS[name]
 
 
-def routed(spec: str | None, subject: str) -> str | None:
-    """`spec` where the fault it names is active and targets the subject named `subject`."""
-    name = active(spec)
-    return spec if name is not None and target(name) == subject else None
+@dataclass(frozen=True)
+class Fault:
+    """A fault to plant, parsed once from its spec (`name`, or `name>=VERSION`: planted only
+    from that transformers version on) where a command reads it; it travels with each cell it
+    reaches (`run/plan.py`'s `Cell`), to a worker as `to_json()`'s fields."""
 
+    name: str
+    since: str | None = None  # the first transformers version it is planted on
 
-def active(spec: str | None) -> str | None:
-    """`name` or `name>=VERSION` (planted only from that transformers version on): the fault
-    to plant under the installed transformers, if any."""
-    if not spec:
-        return None
-    name, _, since = spec.partition(">=")
-    if since:
-        import transformers
+    def __post_init__(self) -> None:
+        """A one-line ValueError for an unknown name (naming the known ones) or version."""
+        if self.name not in TARGETS:
+            raise ValueError(f"unknown fault {self.name!r} (known: {', '.join(TARGETS)})")
+        if self.since is not None:
+            parse_version(self.since)
 
-        from impl.version import at_least
+    @classmethod
+    def parse(cls, spec: str) -> Fault:
+        name, _, since = spec.partition(">=")
+        return cls(name, since or None)
 
-        if not at_least(transformers.__version__, since):
-            return None
-    return name
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Fault:
+        return cls(**data)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "since": self.since}
+
+    def __str__(self) -> str:
+        """Its spec, as given (a reproducer and impl's subject name it so)."""
+        return self.name if self.since is None else f"{self.name}>={self.since}"
+
+    @property
+    def target(self) -> str:
+        """The registered name of the subject it targets."""
+        return TARGETS[self.name]
+
+    @property
+    def media(self) -> Callable[[list], list] | None:
+        """The hook the checkpoint-level checks apply to the subject's items (None: no media
+        fault)."""
+        return MEDIA_FAULTS.get(self.name)
+
+    def on(self, version: str) -> Fault | None:
+        """This fault where it is planted under transformers `version`, else None."""
+        return self if self.since is None or at_least(version, self.since) else None
+
+    def routed(self, subject: str, version: str) -> Fault | None:
+        """This fault for a cell of `subject` on transformers `version`: only where it targets
+        that subject and is planted on that version, else None."""
+        return self.on(version) if self.target == subject else None
 
 
 PLANTED: list[str] = []  # the faults planted now (outputs computed meanwhile are not kept)
 
 
-def planted(spec: str | None) -> contextlib.AbstractContextManager[None]:
-    """The fault `spec` names planted for a `with` block; nothing to plant (no fault, a media
-    fault, or one not active under this transformers) costs no generator: impl's subject
-    enters this once per prompt."""
-    name = active(spec)
-    if name is None or name in MEDIA_FAULTS:
+def planted(fault: Fault | None) -> contextlib.AbstractContextManager[None]:
+    """`fault` planted for a `with` block; nothing to plant (no fault, or a media fault: the
+    checkpoint-level checks' own hook, `Fault.media`) costs no generator: impl's subject
+    enters this once per prompt. Whether it is planted at all (its subject, its version) was
+    decided once, for its cell (`Fault.routed`)."""
+    if fault is None or fault.media is not None:
         return contextlib.nullcontext()
-    if name not in FAULTS:
-        raise KeyError(f"unknown fault {name!r} (known: {', '.join(FAULTS)})")
-    return _planting(name)
+    return _planting(fault.name)
 
 
 @contextlib.contextmanager

@@ -5,8 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from types import ModuleType
 from typing import Any
 from unittest import mock
+
+from impl.types import ProcessedPrompt
+
+
+def impl_pipeline() -> ModuleType:
+    """impl's pipeline, whose steps these faults wrap: imported when a fault is planted."""
+    import impl.pipeline  # lazy: it loads torch (0.9 s), which every importer of the faults
+    # (the cell runner, `conformance run` validating --fault) would pay for otherwise
+
+    return impl.pipeline
 
 
 def no_unpad() -> list[Any]:
@@ -25,9 +36,7 @@ def _shift(placeholder: Any) -> Any:
 
 def offset_shift() -> list[Any]:
     """The last item's placeholder starts one token late."""
-    import impl.pipeline as pipeline
-
-    original = pipeline.process
+    original = impl_pipeline().process
 
     def process(*args: Any, **kwargs: Any) -> Any:
         out = original(*args, **kwargs)
@@ -56,9 +65,7 @@ def wrong_embed_token() -> list[Any]:
 
 def wrong_slice_dim() -> list[Any]:
     """Fields are cut along dimension 0, even behind a leading batch dimension (Idefics3)."""
-    import impl.pipeline as pipeline
-
-    original = pipeline.field_specs
+    original = impl_pipeline().field_specs
 
     def field_specs(processor: Any, hf_inputs: Any) -> Any:
         return {key: dataclasses.replace(spec, dim=0)
@@ -69,9 +76,7 @@ def wrong_slice_dim() -> list[Any]:
 
 def hash_neighbours() -> list[Any]:
     """An item's cache key mixes in every item of its request."""
-    import impl.pipeline as pipeline
-
-    original = pipeline.process
+    original = impl_pipeline().process
 
     def process(*args: Any, **kwargs: Any) -> Any:
         out = original(*args, **kwargs)
@@ -87,10 +92,9 @@ def hash_neighbours() -> list[Any]:
 
 def options_ignored() -> list[Any]:
     """Model-level processor options never reach the processor."""
-    import impl.hf
-    import impl.pipeline as pipeline
+    import impl.hf  # lazy: torch, as `impl_pipeline`
 
-    load, process = impl.hf.load_processor, pipeline.process
+    load, process = impl.hf.load_processor, impl_pipeline().process
 
     def process_without(*args: Any, **kwargs: Any) -> Any:
         kwargs.pop("processor_kwargs", None)
@@ -102,10 +106,7 @@ def options_ignored() -> list[Any]:
 
 def errors_swallowed() -> list[Any]:
     """Input the backend cannot place is accepted silently: nothing is placed, nothing raised."""
-    import impl.pipeline as pipeline
-    from impl.types import ProcessedPrompt
-
-    original = pipeline.process
+    original = impl_pipeline().process
 
     def process(*args: Any, **kwargs: Any) -> Any:
         try:

