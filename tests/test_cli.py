@@ -221,20 +221,35 @@ def test_a_conformance_variable_nothing_reads_is_a_one_line_warning(monkeypatch,
 
 def test_a_setting_a_runner_takes_as_an_option_is_a_warning_there(monkeypatch, capsys,
                                                                     tmp_path):
-    """CONFORMANCE_FAULT planted a fault before `--fault` existed: a runner fixes every
-    setting from its options, so the variable is said to be ignored, not silently dropped."""
+    """A runner fixes every setting from its options, so a variable that a process no runner
+    started reads is said to be ignored there, not silently dropped."""
     from conformance.cli import main
     from conformance.core.settings import ignored_by_runner
 
     for name in ("CONFORMANCE_DEVICE", "CONFORMANCE_DTYPE", "CONFORMANCE_SEED",
-                 "CONFORMANCE_HYPOTHESIS_PROFILE", "CONFORMANCE_VLLM"):
+                 "CONFORMANCE_HYPOTHESIS_PROFILE", "CONFORMANCE_VLLM", "CONFORMANCE_FAULT"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("CONFORMANCE_FAULT", "backend-bos-doubled")
+    monkeypatch.setenv("CONFORMANCE_DTYPE", "bfloat16")
     monkeypatch.setenv("CONFORMANCE_HYPOTHESIS_PROFILE", "ci")  # CI's, for its pytest runs
-    assert ignored_by_runner() == [("CONFORMANCE_FAULT", "--fault")]
+    assert ignored_by_runner() == [("CONFORMANCE_DTYPE", "--dtype")]
     main(["checks"])  # not a runner: nothing to say (pytest and workers read it)
-    assert "CONFORMANCE_FAULT" not in capsys.readouterr().err
+    assert "CONFORMANCE_DTYPE" not in capsys.readouterr().err
     main(["check", str(tmp_path / "not-a-checkpoint")])
     err = capsys.readouterr().err
-    assert ("warning: CONFORMANCE_FAULT is set but `conformance check` takes --fault instead "
+    assert ("warning: CONFORMANCE_DTYPE is set but `conformance check` takes --dtype instead "
             "(ignored)") in err
+
+
+def test_a_removed_variable_says_what_replaced_it(monkeypatch, capsys):
+    """CONFORMANCE_FAULT planted a fault before `--fault` existed: nothing reads it now, and
+    every command says so in one line, with the option to use."""
+    from conformance.cli import main
+    from conformance.core.settings import removed_variables, unknown_variables
+
+    monkeypatch.setenv("CONFORMANCE_FAULT", "backend-bos-doubled")
+    assert [name for name, _ in removed_variables()] == ["CONFORMANCE_FAULT"]
+    assert "CONFORMANCE_FAULT" not in unknown_variables()  # said once, as removed
+    main(["checks"])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        "warning: CONFORMANCE_FAULT is no longer read: use --fault")

@@ -22,7 +22,12 @@ from conformance.cli.results import (
     cmd_merge,
 )
 from conformance.cli.run import cmd_run
-from conformance.core.settings import RUNNERS, ignored_by_runner, unknown_variables
+from conformance.core.settings import (
+    RUNNERS,
+    ignored_by_runner,
+    removed_variables,
+    unknown_variables,
+)
 from conformance.core.vllms import DEFAULT_VLLM, IMPL_REFERENCE
 from conformance.paths import REPORTS_DIR
 from conformance.run.versions import DEFAULT_VERSIONS, FULL_VERSIONS
@@ -186,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in unknown_variables():  # a typo, or a setting that no longer exists
         print(f"warning: {name} is set but no setting of this harness reads it (ignored)",
               file=sys.stderr)
+    for name, instead in removed_variables():  # how it was done before
+        print(f"warning: {name} is no longer read: use {instead} (ignored)", file=sys.stderr)
     if args.command in RUNNERS:
         for name, option in ignored_by_runner():
             print(f"warning: {name} is set but `conformance {args.command}` takes {option} "

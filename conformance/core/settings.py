@@ -3,7 +3,7 @@
 The runner (`conformance run`, `check`, `bisect`) builds it from its options and hands it to
 each worker as the worker's first message (`run/worker.py`); a process that no runner started
 (pytest, a worker run by hand) has the defaults, or what the environment names for it
-(`from_environ`: the test suite's hypothesis profile, a fault a test plants). Code that needs
+(`from_environ`: the test suite's hypothesis profile). Code that needs
 a setting reads `current()`, never the environment.
 """
 
@@ -16,7 +16,13 @@ from typing import Any
 # The environment a process no runner started may take its settings from.
 ENVIRON = {"device": "CONFORMANCE_DEVICE", "dtype": "CONFORMANCE_DTYPE",
            "profile": "CONFORMANCE_HYPOTHESIS_PROFILE", "seed": "CONFORMANCE_SEED",
-           "fault": "CONFORMANCE_FAULT", "vllm": "CONFORMANCE_VLLM"}
+           "vllm": "CONFORMANCE_VLLM"}
+
+# Variables the harness read once, and what replaced each: said, never silently ignored
+REMOVED = {
+    "CONFORMANCE_FAULT": "--fault (conformance run, check and bisect; a fault parsed once "
+                         "travels with each cell)",
+}
 
 
 # Every other variable the harness reads, by what reads it: a CONFORMANCE_* name outside these
@@ -36,12 +42,18 @@ OTHER_VARIABLES = {
 def unknown_variables(environ: dict[str, str] | None = None) -> list[str]:
     """The CONFORMANCE_* variables set in `environ` that nothing of the harness reads."""
     environ = dict(os.environ if environ is None else environ)
-    known = {*ENVIRON.values(), *OTHER_VARIABLES}
+    known = {*ENVIRON.values(), *OTHER_VARIABLES, *REMOVED}
     return sorted(n for n in environ if n.startswith("CONFORMANCE_") and n not in known)
 
 
+def removed_variables(environ: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(variable, what replaced it) for each variable set that the harness no longer reads."""
+    environ = dict(os.environ if environ is None else environ)
+    return [(name, instead) for name, instead in REMOVED.items() if environ.get(name)]
+
+
 # The commands that fix every setting from their options (`use`): there the variables of
-# ENVIRON are not read (CONFORMANCE_FAULT was how a fault was planted before `--fault`)
+# ENVIRON are not read
 RUNNERS = ("run", "check", "bisect")
 
 
@@ -63,7 +75,6 @@ class Settings:
     dtype: str = "float32"
     profile: str = "dev"  # hypothesis profile: dev, ci, nightly (inputs/strategies.py)
     seed: int | None = None  # every search's seed; None: the profile's (run/suite.py)
-    fault: str | None = None  # a fault planted on purpose: "name" or "name>=version"
     vllm: str | None = None  # the label of the vLLM this process runs; None: the installed one
 
     def to_json(self) -> dict[str, Any]:
