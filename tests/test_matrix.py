@@ -179,7 +179,7 @@ def test_workers_sharing_a_version_take_its_fixtures_one_at_a_time(tmp_path, mon
     assert log.count("built ['gemma3', 'idefics3', 'llava', 'qwen2_vl']") == 2  # and restarted
     # each worker is handed the run's settings first, with the vLLM it runs
     assert log.count("settings {'device': 'cpu', 'dtype': 'float32', 'profile': 'ci', "
-                     "'seed': 7, 'fault': None, 'vllm': '0.31.0'}") == 2
+                     "'seed': 7, 'vllm': '0.31.0'}") == 2
 
 
 def test_the_worker_reads_the_runners_cells_whole_or_line_by_line():
