@@ -310,7 +310,22 @@ def bench_matrix(from_run: str | None = None, args: tuple[str, ...] = (),
         counts[cell["status"]] = counts.get(cell["status"], 0) + 1
     return {"cells": len(cells), "minutes": round(seconds / 60, 1), "statuses": counts,
             "cell_seconds": round(sum(c.get("seconds") or 0 for c in cells)),
-            "source": source, "target_minutes": 20}
+            **cost_by(cells), "source": source, "target_minutes": 20}
+
+
+def cost_by(cells: list[dict]) -> dict[str, dict[str, float]]:
+    """Where a run's time goes: its cells' seconds summed per fixture, per check and per
+    (vLLM, transformers) column, costliest first. A cell's seconds are its own (a model cell's
+    include loading its engines; a worker's start is no cell's)."""
+    found: dict[str, dict[str, float]] = {}
+    for name, of in (("fixture", lambda c: c["fixture"]), ("check", lambda c: c["check"]),
+                     ("column", lambda c: f"{c.get('vllm', '0.31.0')} / {c['version']}")):
+        sums: dict[str, float] = {}
+        for cell in cells:
+            sums[of(cell)] = sums.get(of(cell), 0.0) + (cell.get("seconds") or 0.0)
+        found[f"cell_seconds_by_{name}"] = {
+            key: round(value, 1) for key, value in sorted(sums.items(), key=lambda kv: -kv[1])}
+    return found
 
 
 def bench_matrix_rest(from_run: str | None = None) -> dict:
@@ -472,9 +487,14 @@ def main() -> int:
     results = json.loads(path.read_text()) if path.exists() else {}
     for name in chosen:
         started = time.perf_counter()
+        before = results.get(name) or {}
         results[name] = (BENCHES[name](args.from_run) if name.startswith("matrix")
                          else BENCHES[name]())
         results[name]["measured"] = time.strftime("%Y-%m-%d")
+        if before.get("source"):  # the history stays: the entry replaced leads it
+            results[name]["earlier_runs"] = [
+                f"{before['source']} (measured {before.get('measured', '?')})",
+                *before.get("earlier_runs", [])]
         print(f"{name} ({time.perf_counter() - started:.0f} s): {json.dumps(results[name])}",
               flush=True)
     results["machine"] = f"{os.cpu_count()} cores"
