@@ -133,6 +133,30 @@ def test_merge_combines_shards(tmp_path):
                                                          "../2/logs/gemma3.log")
 
 
+def test_a_baseline_merged_with_a_run_keeps_its_paths(tmp_path):
+    """A baseline's paths are relative to the repository root, not to its file's folder:
+    merging it with a run and recording the baseline again leaves them as they were (they
+    used to gain a `../` level each time)."""
+    repro = ROOT / "reports" / "repro" / "llava-impl-errors-0.py"
+    base = tmp_path / "baseline.json"
+    assert run_cli("baseline", str(write(tmp_path / "run", [Verdict(
+        "llava", "5.17.0", "errors", "fail", "bare assert", subject="impl",
+        data={"reproducer": str(repro)})])), "--output", str(base)).returncode == 0
+    more = write(tmp_path / "more", [Verdict("gemma3", "5.17.0", "cache", "pass",
+                                             subject="impl")])
+    run_cli("merge", str(base), str(more), "--output", str(tmp_path / "merged"))
+    again = tmp_path / "again.json"
+    assert run_cli("baseline", str(tmp_path / "merged"), "--output", str(again)).returncode == 0
+    cells = {c["fixture"]: c for c in json.loads(again.read_text())["cells"]}
+    assert cells["llava"]["data"]["reproducer"] == "reports/repro/llava-impl-errors-0.py"
+    # one outside the repository (a scratch run folder's) is named by its file alone
+    elsewhere = write(tmp_path / "scratch", [Verdict(
+        "gemma3", "5.17.0", "errors", "fail", "x", subject="impl",
+        data={"reproducer": str(tmp_path / "scratch" / "repro" / "g.py")})])
+    assert run_cli("baseline", str(elsewhere), "--output", str(again)).returncode == 0
+    assert json.loads(again.read_text())["cells"][0]["data"]["reproducer"] == "g.py"
+
+
 @pytest.mark.vllm
 @pytest.mark.e2e
 def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path):

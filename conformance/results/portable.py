@@ -40,10 +40,11 @@ def source_name(path: str, root: Path = ROOT) -> str:
 
 
 def portable_data(data: dict, root: Path = ROOT) -> dict:
-    """A cell's data with its reproducer's path relative to the repository (where inside it)."""
+    """A cell's data with its reproducer's path relative to the repository where inside it,
+    else its file's name alone (a scratch run folder means nothing on another machine)."""
     if not data.get("reproducer"):
         return data
-    return {**data, "reproducer": repo_relative(data["reproducer"], root)}
+    return {**data, "reproducer": source_name(data["reproducer"], root)}
 
 
 def portable_cells(verdicts: list[Verdict], root: Path = ROOT) -> list[Verdict]:
