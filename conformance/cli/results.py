@@ -13,9 +13,13 @@ from conformance import expectations
 from conformance.checks import ORDER, checks_markdown, registry
 from conformance.cli.common import fail
 from conformance.expectations.document import DOCUMENT, findings_markdown
-from conformance.paths import ROOT
 from conformance.results import gate, gate_report, report
-from conformance.results.portable import folder_absolute, portable_cells, portable_meta
+from conformance.results.portable import (
+    folder_absolute,
+    paths_folder,
+    portable_cells,
+    portable_meta,
+)
 from conformance.results.verdict import BAD, Verdict
 from impl.version import bounds
 
@@ -52,9 +56,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     source = Path(args.results).resolve()
     source = source.parent if source.name == "results.json" else source
     # the baseline is committed: no absolute path of this machine goes into it
-    # a cell's log is a file of one run's folder, never committed; its other paths are the
-    # folder's (a baseline's: the repository root's), made the root's
-    within = ROOT if "baseline_of" in meta else source
+    # a cell's log is a file of one run's folder, never committed; its other paths are made
+    # the root's
+    within = paths_folder(Path(args.results), meta)
     cells = [dataclasses.replace(folder_absolute(v, within), log=None)
              for v in report.latest_per_cell(verdicts)]
     report.write_results(out, portable_cells(cells),
@@ -69,11 +73,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     metas = []
     for path in args.results:
         got, meta = report.read_results(Path(path))
-        # a shard's reproducers and logs are relative to its own folder; a baseline's to the
-        # repository root (`conformance baseline`), wherever its file lies
-        folder = (ROOT if "baseline_of" in meta else
-                  Path(path) if Path(path).is_dir() else Path(path).parent)
-        verdicts += [folder_absolute(v, folder) for v in got]
+        # each shard's paths made absolute, to be written relative to the merged folder
+        verdicts += [folder_absolute(v, paths_folder(Path(path), meta)) for v in got]
         metas.append(meta)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)

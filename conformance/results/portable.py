@@ -88,6 +88,15 @@ def folder_cell(verdict: Verdict, folder: Path) -> Verdict:
     return dataclasses.replace(verdict, **changes)
 
 
+def paths_folder(results: Path, meta: dict, root: Path = ROOT) -> Path:
+    """What the cell paths of the results at `results` (a run folder or a results file) are
+    relative to: a run's folder, but the repository root for a baseline
+    (`conformance baseline`), wherever its file lies."""
+    if "baseline_of" in meta:
+        return root
+    return results if results.is_dir() else results.parent
+
+
 def folder_absolute(verdict: Verdict, folder: Path) -> Verdict:
     """The inverse of `folder_cell`: the cell's folder-relative paths made absolute again, to
     be written relative to another folder (`merge`: each shard's paths onto the merged one)."""
