@@ -11,7 +11,7 @@ downstream parses a verdict's text back (tests/test_evidence.py holds every modu
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from conformance.core.signatures import magnitudes, signature, wording
@@ -101,11 +101,18 @@ class Evidence:
     whole: str = ""  # the shown difference's whole text, where its kept text is cut
 
     @classmethod
+    def showing(cls, differences: list[Difference] | tuple[Difference, ...], shown: int,
+                whole: str) -> Evidence:
+        """`differences`, the one at `shown` the verdict's (`whole`: its text uncut, kept
+        only where its record is cut)."""
+        return cls(tuple(differences), shown, whole if differences[shown].cut else "")
+
+    @classmethod
     def of(cls, texts: list[str], finding: str = "", shown: int = 0) -> Evidence:
         """Differences as worded, all explained by `finding` ("": none): what a check or a
         test that has no judge at hand records."""
-        found = tuple(Difference.of(t, finding=finding) for t in texts)
-        return cls(found, shown, texts[shown] if found[shown].cut else "")
+        return cls.showing([Difference.of(t, finding=finding) for t in texts], shown,
+                           texts[shown])
 
     @property
     def first(self) -> Difference:
@@ -140,7 +147,7 @@ class Evidence:
                                       "reference")})
         changed = list(self.differences)
         changed[self.shown] = new
-        return replace(self, differences=tuple(changed), whole=text if new.cut else "")
+        return self.showing(changed, self.shown, text)
 
     def to_dict(self) -> dict:
         found: dict[str, Any] = {"differences": [d.to_dict() for d in self.differences]}

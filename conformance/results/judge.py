@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from conformance import expectations
-from conformance.results.evidence import Difference, Evidence
+from conformance.results.evidence import CUT, Difference, Evidence
 from conformance.results.verdict import CellKey, Verdict
 
 # how the model checks word a difference against the HF model (checks/model/references.py)
@@ -88,10 +88,6 @@ def recorded(key: CellKey, failure: Failure,
                          reference="hf" if _VS_HF in failure.evidence else "")
 
 
-def evidence_of(differences: list[Difference], shown: int, whole: str) -> Evidence:
-    return Evidence(tuple(differences), shown, whole if differences[shown].cut else "")
-
-
 def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: float = 0.0,
           data: dict | None = None) -> Verdict:
     """`exhaustive`: the cell ran enough to speak for its inputs (a checkpoint-level check's
@@ -105,7 +101,7 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
         for text in reference_errors(data):
             failure = Failure(text)
             if (found := known(key, failure)) is not None:
-                evidence = evidence_of([recorded(key, failure, found)], 0, failure.evidence)
+                evidence = Evidence.showing([recorded(key, failure, found)], 0, failure.evidence)
                 return Verdict.of(key, "xfail", "", seconds, data, found.id, evidence)
         stale = expectations.applicable(key.fixture, key.check, key.version, key.subject,
                                         key.vllm)
@@ -124,7 +120,7 @@ def judge(key: CellKey, failures: list[Failure], *, exhaustive: bool, seconds: f
     shown = (unknown or [0])[0]
     chosen = failures[shown]
     data.update(chosen.extra)
-    evidence = evidence_of(differences, shown, chosen.evidence)
+    evidence = Evidence.showing(differences, shown, chosen.evidence)
     if unknown:
         status = ("error" if chosen.error else
                   "inconclusive" if chosen.inconclusive else "fail")
@@ -203,7 +199,7 @@ def upgrade(cell: dict) -> dict:
     if not kept and _OBSERVED not in detail:
         return cell  # no judge saw a difference: its detail is all it says
     whole, options, _ = _split_v1(detail)
-    kept = kept or [whole[:300]]
+    kept = kept or [whole[:CUT]]
     shown = next((i for i, t in enumerate(kept) if whole.startswith(t) and
                   (cell["status"] == "xfail" or not unexplained or t in unexplained)), 0)
     by_id = {f.id: f for f in expectations.load()}
@@ -212,7 +208,7 @@ def upgrade(cell: dict) -> dict:
                  for text in kept]
     ids = [f.id for f in named]
     found = _assigned([_candidates(cell, whole if i == shown else text,
-                                   i != shown and len(text) >= 300, named or
+                                   i != shown and len(text) >= CUT, named or
                                    list(by_id.values())) if explained[i] else []
                        for i, text in enumerate(kept)], ids)
     differences = []
@@ -226,5 +222,5 @@ def upgrade(cell: dict) -> dict:
             options=options if index == shown else None,
             reference="hf" if _VS_HF in full else ""))
     cell.pop("detail", None)
-    cell["evidence"] = evidence_of(differences, shown, whole).to_dict()
+    cell["evidence"] = Evidence.showing(differences, shown, whole).to_dict()
     return cell
