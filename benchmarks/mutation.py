@@ -50,6 +50,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from conformance.core.baseline import shown_evidence
+
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"  # ignored by git: the private copy and the runs
 PRIVATE = WORK / "vllm-pkg"  # holds the copied `vllm` package; first on the workers' path
@@ -468,10 +470,7 @@ _EXCEPTION = re.compile(rf"^{_LABELS}(raised |(backend|impl)( on '[^']*')?: |the
 def shown(cell: dict) -> str:
     """What a cell says: the difference its verdict shows, whole (results.json's evidence,
     reports/README.md), else its detail."""
-    evidence = cell.get("evidence")
-    if not evidence:
-        return cell.get("detail", "")
-    return evidence.get("whole") or evidence["differences"][evidence.get("shown", 0)]["text"]
+    return shown_evidence(cell) or cell.get("detail", "")
 
 
 def unexplained(cell: dict) -> list[str]:
