@@ -1,5 +1,5 @@
-"""The encoder side: running a model's image/audio encoders on per-item fields and cutting
-the result into one embedding tensor per item."""
+"""The encoder side: running a model's image/video/audio encoders on per-item fields and
+cutting the result into one embedding tensor per item."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from transformers.utils.generic import ModelOutput
 
+from impl.release import BATCH_ROWS, DEFAULT, FEATURES_DICT, VIDEO, Profile
 from impl.version import at_least
 
 logger = logging.getLogger(__name__)
@@ -82,9 +83,22 @@ def to_device(kwargs: Mapping[str, Any], device: torch.device) -> dict[str, Any]
     }
 
 
-def image_features(model: Any, pixel_values: torch.Tensor, **kwargs: Any) -> Any:
+def vision_features(
+    model: Any,
+    modality: str,
+    pixel_values: torch.Tensor,
+    kwargs: Mapping[str, Any],
+    *,
+    profile: Profile = DEFAULT,
+) -> Any:
+    """What the model's `get_<modality>_features` gives for these pixels: the embeddings as a
+    tensor, or one entry per item (or per batch row) when the model returns a sequence."""
     kwargs = to_device(kwargs, pixel_values.device)
-    return unwrap_features(model.get_image_features(pixel_values, **kwargs))
+    get_features = getattr(model, f"get_{modality}_features")
+    if profile.has(FEATURES_DICT):
+        # asked for a ModelOutput outright, so no guessing at the shape of the return value
+        return get_features(pixel_values, return_dict=True, **kwargs).pooler_output
+    return unwrap_features(get_features(pixel_values, **kwargs))
 
 
 def select_item_kwargs(kwargs: Mapping[str, Any], index: int, num_items: int) -> dict[str, Any]:
@@ -132,36 +146,71 @@ def embed_audios(model: Any, **kwargs: Any) -> list[torch.Tensor] | None:
     return embeddings
 
 
-def embed_images(model: Any, **kwargs: Any) -> list[torch.Tensor] | None:
-    pixel_values = kwargs.pop("pixel_values", None)
-    image_embeds = kwargs.pop("image_embeds", None)
-    if pixel_values is None:
-        pixel_values = kwargs.pop("image_patches", None)
-    if image_embeds is not None:
-        return [image_embeds]
-    if pixel_values is None:
-        return None
-    split_sizes = kwargs.pop("num_image_patches").flatten().tolist()
+def embed_vision(
+    model: Any,
+    modality: str,
+    pixel_values: Any,
+    num_patches: torch.Tensor,
+    kwargs: Mapping[str, Any],
+    *,
+    profile: Profile = DEFAULT,
+) -> list[torch.Tensor]:
+    """Images or videos (the same path since video landed) encoded and cut per item."""
+    split_sizes = num_patches.flatten().tolist()
     if isinstance(pixel_values, torch.Tensor):
-        features = image_features(model, pixel_values, **kwargs)
+        features = vision_features(model, modality, pixel_values, kwargs, profile=profile)
         if isinstance(features, torch.Tensor):
             return split_embeddings(features, split_sizes)
+        if profile.has(BATCH_ROWS) and len(features) != len(split_sizes):
+            # one entry per batch row rather than per item: rejoin, then cut per item
+            return split_embeddings(torch.cat(list(features)), split_sizes)
         return list(features)
-    # un-padded images of differing shapes: one at a time, so none is padded to another
+    # un-padded items of differing shapes: one at a time, so none is padded to another
     embeddings: list[torch.Tensor] = []
-    for index, image in enumerate(pixel_values):
-        features = image_features(
-            model, image.unsqueeze(0), **select_item_kwargs(kwargs, index, len(pixel_values))
-        )
+    for index, item in enumerate(pixel_values):
+        item_kwargs = select_item_kwargs(kwargs, index, len(pixel_values))
+        features = vision_features(model, modality, item.unsqueeze(0), item_kwargs,
+                                   profile=profile)
         if not isinstance(features, torch.Tensor):
             features = torch.cat(list(features))
         embeddings.extend(split_embeddings(features, [split_sizes[index]]))
     return embeddings
 
 
-def embed_multimodal(model: Any, **kwargs: Any) -> list[torch.Tensor]:
-    """Called with one modality's batched fields; each helper recognises its own inputs."""
-    embeddings: list[torch.Tensor] = []
-    for embed in (embed_audios, embed_images):
-        embeddings.extend(embed(model, **kwargs) or [])
+def embed_images(
+    model: Any, *, profile: Profile = DEFAULT, **kwargs: Any
+) -> list[torch.Tensor] | None:
+    pixel_values = kwargs.pop("pixel_values", None)
+    image_embeds = kwargs.pop("image_embeds", None)
+    if pixel_values is None:
+        pixel_values = kwargs.pop("image_patches", None)
+    if image_embeds is not None:
+        return [image_embeds]  # the whole batch's embeddings as one entry, as the backend does
+    if pixel_values is None:
+        return None
+    num_patches = kwargs.pop("num_image_patches")
+    return embed_vision(model, "image", pixel_values, num_patches, kwargs, profile=profile)
+
+
+def embed_videos(
+    model: Any, *, profile: Profile = DEFAULT, **kwargs: Any
+) -> list[torch.Tensor] | None:
+    pixel_values = kwargs.pop("pixel_values_videos", None)
+    if pixel_values is None:
+        return None
+    # timing between temporal patches only matters to M-RoPE, not to the encoder
+    kwargs.pop("second_per_grid_ts", None)
+    num_patches = kwargs.pop("num_video_patches")
+    return embed_vision(model, "video", pixel_values, num_patches, kwargs, profile=profile)
+
+
+def embed_multimodal(
+    model: Any, *, profile: Profile = DEFAULT, **kwargs: Any
+) -> list[torch.Tensor]:
+    """Called with one modality's batched fields; each helper recognises its own inputs (before
+    video landed, video fields were recognised by none and gave no embeddings)."""
+    embeddings: list[torch.Tensor] = list(embed_audios(model, **kwargs) or [])
+    embeddings.extend(embed_images(model, profile=profile, **kwargs) or [])
+    if profile.has(VIDEO):
+        embeddings.extend(embed_videos(model, profile=profile, **kwargs) or [])
     return embeddings

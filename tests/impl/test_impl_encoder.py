@@ -7,6 +7,7 @@ import transformers
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from impl import encoder
+from impl.release import profile_for
 from impl.version import at_least
 
 # the backend refuses audio below transformers 5.13.0, and impl with it
@@ -198,3 +199,108 @@ def test_audio_needs_recent_transformers(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_cpu_tensors_follow_the_pixels() -> None:
     moved = encoder.to_device({"grid": torch.ones(1), "n": 3}, torch.device("meta"))
     assert moved["grid"].device.type == "meta" and moved["n"] == 3
+
+
+# --- later releases (impl.release profiles) ------------------------------------------------
+
+V032, V033 = profile_for("0.32.0"), profile_for("0.33.0")
+
+
+class DictModel(FakeModel):
+    """An encoder answering `return_dict=True` with a ModelOutput, for images and videos;
+    `per_row` makes `pooler_output` a tuple of one entry per batch row of `per_row` items."""
+
+    def __init__(self, per_image: int = 2, per_row: int | None = None) -> None:
+        super().__init__(per_image)
+        self.per_row = per_row
+        self.video_calls: list[tuple[torch.Size, dict[str, Any]]] = []
+
+    def output(self, pixel_values: torch.Tensor) -> BaseModelOutputWithPooling:
+        n = pixel_values.shape[0] * self.per_image
+        pooled: Any = torch.arange(n * 4, dtype=torch.float32).reshape(n, 4)
+        if self.per_row is not None:
+            pooled = tuple(torch.split(pooled, self.per_row * self.per_image))
+        return BaseModelOutputWithPooling(pooler_output=pooled)
+
+    def get_image_features(self, pixel_values: torch.Tensor, **kwargs: Any) -> Any:
+        self.image_calls.append((pixel_values.shape, kwargs))
+        return self.output(pixel_values)
+
+    def get_video_features(self, pixel_values: torch.Tensor, **kwargs: Any) -> Any:
+        self.video_calls.append((pixel_values.shape, kwargs))
+        return self.output(pixel_values)
+
+
+def test_features_dict_asks_for_a_model_output() -> None:
+    model = DictModel()
+    encoder.embed_images(model, profile=V032, pixel_values=torch.zeros(2, 1),
+                         num_image_patches=torch.tensor([1, 1]))
+    assert model.image_calls[0][1] == {"return_dict": True}
+
+
+def test_features_dict_takes_pooler_output_only() -> None:
+    class TupleModel(FakeModel):
+        def get_image_features(self, pixel_values, **kwargs):
+            return (torch.ones(2, 4), "attentions")
+
+    kwargs = dict(pixel_values=torch.zeros(1, 1), num_image_patches=torch.tensor([2]))
+    assert [e.shape for e in encoder.embed_images(TupleModel(), **kwargs)] == [(2, 4)]
+    with pytest.raises(AttributeError):  # a tuple has no pooler_output
+        encoder.embed_images(TupleModel(), profile=V032, **kwargs)
+
+
+def video_kwargs(**extra: Any) -> dict[str, Any]:
+    return dict(
+        pixel_values_videos=torch.zeros(3, 1),
+        num_video_patches=torch.tensor([1, 2]),
+        video_grid_thw=torch.ones(2, 3, dtype=torch.long),
+        second_per_grid_ts=torch.tensor([1.0, 0.5]),
+        **extra,
+    )
+
+
+def test_videos_are_encoded_since_the_video_step() -> None:
+    assert encoder.embed_multimodal(DictModel(), **video_kwargs()) == []
+    model = DictModel()
+    out = encoder.embed_multimodal(model, profile=V032, **video_kwargs())
+    assert [e.shape for e in out] == [(2, 4), (4, 4)]
+    (shape, kwargs), = model.video_calls
+    assert shape == (3, 1) and not model.image_calls
+    # the patch counts and the timing are consumed; the grid goes to the encoder
+    assert set(kwargs) == {"video_grid_thw", "return_dict"}
+
+
+def test_videos_one_by_one_for_lists() -> None:
+    model = DictModel(per_image=3)
+    out = encoder.embed_videos(
+        model, profile=V032,
+        pixel_values_videos=[torch.zeros(2, 2), torch.zeros(4, 2)],
+        num_video_patches=torch.tensor([1, 1]),
+        video_grid_thw=torch.tensor([[1, 1, 2], [2, 1, 2]]),
+    )
+    assert [e.shape for e in out] == [(3, 4), (3, 4)]
+    assert [call[1]["video_grid_thw"].tolist() for call in model.video_calls] == [
+        [[1, 1, 2]], [[2, 1, 2]]]
+
+
+def test_no_video_pixels_no_video_embeddings() -> None:
+    assert encoder.embed_videos(DictModel(), profile=V032, video_grid_thw=torch.ones(1)) is None
+
+
+@pytest.mark.parametrize("modality", ["image", "video"])
+def test_entries_per_batch_row_are_cut_per_item_since_batch_rows(modality: str) -> None:
+    key = "pixel_values" if modality == "image" else "pixel_values_videos"
+    kwargs = {key: torch.zeros(4, 1), f"num_{modality}_patches": torch.tensor([1, 3])}
+    # one entry of 8 rows for the 4 patches of both items
+    before = encoder.embed_multimodal(DictModel(per_row=4), profile=V032, **kwargs)
+    after = encoder.embed_multimodal(DictModel(per_row=4), profile=V033, **kwargs)
+    assert [e.shape for e in before] == [(8, 4)]
+    assert [e.shape for e in after] == [(2, 4), (6, 4)]
+    assert torch.equal(torch.cat(after), before[0])
+
+
+def test_entries_per_item_are_kept_whole() -> None:
+    kwargs = dict(pixel_values=torch.zeros(2, 1), num_image_patches=torch.tensor([1, 1]))
+    for profile in (V032, V033):
+        out = encoder.embed_images(DictModel(per_row=1), profile=profile, **kwargs)
+        assert [e.shape for e in out] == [(2, 4), (2, 4)]

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from impl.mrope import Feature, features_of, mrope_input_positions, token_type_ids
+from impl.release import profile_for
 from impl.types import Placeholder, ProcessedPrompt
 
 
@@ -78,3 +79,61 @@ def test_features_in_prompt_order() -> None:
     )
     order = [(f.modality, f.placeholder.offset) for f in features_of(prompt)]
     assert order == [("audio", 1), ("image", 6), ("audio", 8)]
+
+
+# --- later releases (impl.release profiles) ------------------------------------------------
+
+V032 = profile_for("0.32.0")
+
+
+def masked(modality: str, offset: int, length: int, embeds: tuple[int, ...], **fields) -> Feature:
+    return Feature(modality, Placeholder(offset, length, embeds), fields)
+
+
+def test_token_types_only_at_embed_positions_since_embed_types() -> None:
+    features = [masked("image", 1, 4, (2, 3)), masked("video", 5, 2, ()),
+                feature("audio", 7, 1)]
+    assert token_type_ids(8, features).tolist() == [[0, 1, 1, 1, 1, 2, 2, 3]]
+    assert token_type_ids(8, features, profile=V032).tolist() == [[0, 0, 1, 1, 0, 0, 0, 3]]
+
+
+def test_video_grids_and_timing_reach_the_model_since_embed_types() -> None:
+    model = OpenModel()
+    features = [
+        feature("video", 0, 2, video_grid_thw=torch.tensor([2, 1, 1]),
+                second_per_grid_ts=torch.tensor(0.5)),
+        feature("image", 2, 1, image_grid_thw=torch.tensor([1, 1, 1])),
+        feature("video", 3, 1, video_grid_thw=torch.tensor([1, 1, 1]),
+                second_per_grid_ts=torch.tensor(2.0)),
+    ]
+    with pytest.raises(NotImplementedError):
+        mrope_input_positions(model, [0] * 4, features)
+    mrope_input_positions(model, [0] * 4, features, profile=V032)
+    assert model.kwargs["video_grid_thw"].tolist() == [[2, 1, 1], [1, 1, 1]]
+    assert model.kwargs["second_per_grid_ts"].tolist() == [0.5, 2.0]
+    assert model.kwargs["image_grid_thw"].tolist() == [[1, 1, 1]]
+    assert model.kwargs["mm_token_type_ids"].tolist() == [[2, 2, 1, 2]]
+
+
+def test_open_signature_gets_empty_timing_since_embed_types() -> None:
+    model = OpenModel()
+    mrope_input_positions(model, [1, 2], [feature("image", 0, 1)])
+    assert "second_per_grid_ts" not in model.kwargs
+    mrope_input_positions(model, [1, 2], [feature("image", 0, 1)], profile=V032)
+    assert model.kwargs["second_per_grid_ts"] is None
+
+
+def test_strict_signature_is_not_given_timing() -> None:
+    model = StrictModel()
+    mrope_input_positions(model, [1, 2], [feature("image", 0, 1)], profile=V032)
+    assert set(model.kwargs) == {"input_ids", "image_grid_thw", "mm_token_type_ids"}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"audio_feature_lengths": torch.ones(1)}, {"use_audio_in_video": torch.tensor(False)}],
+)
+def test_audio_fields_are_still_refused(fields) -> None:
+    with pytest.raises(NotImplementedError, match="audio"):
+        mrope_input_positions(OpenModel(), [1, 2], [feature("audio", 0, 1, **fields)],
+                              profile=V032)
