@@ -8,13 +8,17 @@ from typing import Any
 
 import numpy as np
 
+from impl import budget
 from impl.info import (
-    LARGEST_IMAGE_SIZE,
     audio_processor,
     audio_sampling_rate,
     is_audio_model,
     is_image_model,
+    is_video_model,
+    largest_image_size,
+    video_needs_metadata,
 )
+from impl.release import DEFAULT, Profile
 
 DEFAULT_CHUNK_SECONDS = 30
 
@@ -30,19 +34,37 @@ def image_placeholder(processor: Any) -> str:
     return f"{start}{token}{end}"
 
 
-def dummy_text(processor: Any, counts: Mapping[str, int]) -> str:
+def dummy_text(
+    processor: Any,
+    counts: Mapping[str, int],
+    *,
+    profile: Profile = DEFAULT,
+    processor_kwargs: Mapping[str, Any] | None = None,
+) -> str:
+    """Placeholders for `counts` items, audio first, then images, then videos (where video is
+    served: `processor_kwargs` are the model-level options its count is asked with)."""
     text = ""
     if is_audio_model(processor) and (num_audios := counts.get("audio", 0)):
         # Spaces keep adjacent audio placeholders apart as separate runs
         text += " ".join([getattr(processor, "audio_token", "")] * num_audios)
     if is_image_model(processor) and (num_images := counts.get("image", 0)):
         text += image_placeholder(processor) * num_images
+    if (num_videos := counts.get("video", 0)) and is_video_model(
+            processor, processor_kwargs, profile=profile):
+        text += getattr(processor, "video_token", "") * num_videos
     return text
 
 
-def dummy_prompt_ids(processor: Any, counts: Mapping[str, int]) -> list[int]:
+def dummy_prompt_ids(
+    processor: Any,
+    counts: Mapping[str, int],
+    *,
+    profile: Profile = DEFAULT,
+    processor_kwargs: Mapping[str, Any] | None = None,
+) -> list[int]:
     """The dummy text as a prompt, tokenized like any user prompt (special tokens added)."""
-    return list(processor.tokenizer.encode(dummy_text(processor, counts), add_special_tokens=True))
+    text = dummy_text(processor, counts, profile=profile, processor_kwargs=processor_kwargs)
+    return list(processor.tokenizer.encode(text, add_special_tokens=True))
 
 
 def dummy_audio_length(processor: Any) -> int:
@@ -62,20 +84,68 @@ def dummy_mm_data(
     processor: Any,
     counts: Mapping[str, int],
     overrides: Mapping[str, Mapping[str, int]] | None = None,
+    *,
+    profile: Profile = DEFAULT,
+    processor_kwargs: Mapping[str, Any] | None = None,
+    seq_len: int | None = None,
 ) -> dict[str, list[Any]]:
-    """Silent audios of one chunk and white RGB images of the largest size."""
+    """Silent audios of one chunk, white RGB images of the largest size and (where video is
+    served) white videos of the frames and frame size with the most tokens for `seq_len`.
+    `processor_kwargs`: the model-level options every token count is asked with."""
     overrides = overrides or {}
     data: dict[str, list[Any]] = {}
     if is_audio_model(processor) and (num_audios := counts.get("audio", 0)):
         length = capped(dummy_audio_length(processor), overrides.get("audio", {}).get("length"))
         data["audio"] = [np.zeros((length,))] * num_audios
     if is_image_model(processor) and (num_images := counts.get("image", 0)):
-        width, height = LARGEST_IMAGE_SIZE
+        width, height = largest_image_size(processor, processor_kwargs, profile=profile)
         image_options = overrides.get("image", {})
         width = capped(width, image_options.get("width"))
         height = capped(height, image_options.get("height"))
         data["image"] = [white_image(width, height)] * num_images
+    if counts.get("video", 0) and is_video_model(processor, processor_kwargs, profile=profile):
+        if seq_len is None:
+            raise ValueError("the dummy video's frames depend on the sequence length: give "
+                             "seq_len")
+        data["video"] = dummy_videos(processor, counts, overrides.get("video", {}), seq_len,
+                                     processor_kwargs, profile=profile)
     return data
+
+
+def dummy_videos(
+    processor: Any,
+    counts: Mapping[str, int],
+    options: Mapping[str, int],
+    seq_len: int,
+    processor_kwargs: Mapping[str, Any] | None = None,
+    *,
+    profile: Profile = DEFAULT,
+) -> list[Any]:
+    """`counts["video"]` white videos (frames x height x width x 3, uint8), each with the
+    metadata of a decoder that kept every frame where the video processor samples frames
+    (sampling off, so the dummy frames are taken as they are)."""
+    frames = budget.num_frames_with_most_features(processor, processor_kwargs, seq_len, counts)
+    width, height = budget.video_size_with_most_features(processor, processor_kwargs, frames)
+    frames = capped(frames, options.get("num_frames"))
+    width = capped(width, options.get("width"))
+    height = capped(height, options.get("height"))
+    video = np.full((frames, height, width, 3), 255, dtype=np.uint8)
+    videos: list[Any] = [video] * counts["video"]
+    if not video_needs_metadata(processor, profile=profile):
+        return videos
+    fps = getattr(processor.video_processor, "fps", None)
+    return [(each, dummy_video_metadata(len(each), fps)) for each in videos]
+
+
+def dummy_video_metadata(frames: int, fps: float | None) -> dict[str, Any]:
+    return {
+        "fps": fps,
+        "duration": frames / fps if fps else None,
+        "total_num_frames": frames,
+        "frames_indices": list(range(frames)),
+        "video_backend": "opencv",
+        "do_sample_frames": False,
+    }
 
 
 def white_image(width: int, height: int) -> Any:

@@ -13,13 +13,20 @@ import numpy as np
 import torch
 
 from impl.info import audio_processor
+from impl.release import DEFAULT, VIDEO, Profile
 
 logger = logging.getLogger(__name__)
 
 # The per-item count each modality's flat fields are sliced by; written by the backend itself
 MODALITY_SIZE_KEYS = {"audio": "num_audio_tokens", "image": "num_image_patches"}
-# One row per image whatever they describe, and only ever read on the CPU
+# ... and with video served (`VIDEO`), a video's by its patches
+VIDEO_SIZE_KEY = "num_video_patches"
+# Before video is served: one row per image whatever they describe, and only ever read on the
+# CPU (video grids too, filed under image)
 GRID_KEYS = ("image_grid_thw", "video_grid_thw")
+# With video served (`VIDEO`): one row per item, CPU only, each filed under its own modality
+ITEM_ROW_KEYS = {"image_grid_thw": "image", "video_grid_thw": "video",
+                 "second_per_grid_ts": "video"}
 # Every HF processor returns it; nothing downstream wants it
 DROPPED_KEYS = ("attention_mask",)
 
@@ -111,18 +118,51 @@ def slice_dim(data: Any, total_rows: int) -> int:
     return 0
 
 
-def own_keys(modalities: Iterable[str]) -> set[str]:
-    keys = set(MODALITY_SIZE_KEYS.values()) | set(DROPPED_KEYS)
+def size_keys(profile: Profile = DEFAULT) -> dict[str, str]:
+    """Per modality, the key of its per-item counts."""
+    if profile.has(VIDEO):
+        return {**MODALITY_SIZE_KEYS, "video": VIDEO_SIZE_KEY}
+    return dict(MODALITY_SIZE_KEYS)
+
+
+def own_keys(modalities: Iterable[str], profile: Profile = DEFAULT) -> set[str]:
+    """Keys the backend wrote or registers by name: never attributed through a sub-processor.
+    With video served (`VIDEO`) these include the per-item rows and a video's token count."""
+    keys = set(size_keys(profile).values()) | set(DROPPED_KEYS)
+    if profile.has(VIDEO):
+        keys |= {"num_video_tokens", *ITEM_ROW_KEYS}
     for modality in modalities:
         keys |= {f"{modality}_replacement_ids", f"{modality}_replacement_sizes"}
     return keys
 
 
-def field_specs(processor: Any, hf_inputs: Mapping[str, Any]) -> dict[str, FieldSpec]:
+def video_field_spec(processor: Any, key: str, hf_inputs: Mapping[str, Any],
+                     rows_per_item: tuple[int, ...], dim: int) -> FieldSpec:
+    """A video field's layout, read off its row count (`VIDEO`): one row per video (batched),
+    one per patch, or one per token the replacements carry (VideoLLaMA3's compression mask).
+    Rows matching none of these belong to no video the backend could name: an error."""
+    rows = hf_inputs[key].shape[dim]
+    if rows == len(rows_per_item):
+        return batched("video")
+    if rows == sum(rows_per_item):
+        return flat_from_sizes("video", rows_per_item, dim)
+    tokens = hf_inputs["num_video_tokens"]
+    if rows == int(tokens.sum()):
+        return flat_from_sizes("video", tokens, dim)
+    raise ValueError(
+        f"{type(processor).__name__} gave {rows} row(s) of {key} for {len(rows_per_item)} "
+        f"video(s) of {sum(rows_per_item)} patch(es) in all: no rule assigns them to videos."
+    )
+
+
+def field_specs(
+    processor: Any, hf_inputs: Mapping[str, Any], *, profile: Profile = DEFAULT
+) -> dict[str, FieldSpec]:
     """A spec for every output that reaches the model, keyed by output name."""
-    sizes = {m: hf_inputs.get(key) for m, key in MODALITY_SIZE_KEYS.items()}
+    keyed = size_keys(profile)
+    sizes = {m: hf_inputs.get(key) for m, key in keyed.items()}
     modalities = [m for m, size in sizes.items() if size is not None]
-    skipped = own_keys(modalities)
+    skipped = own_keys(modalities, profile)
     keys = [key for key in hf_inputs if key not in skipped]
     owned = partition_keys_by_modality(processor, keys, modalities)
 
@@ -137,15 +177,23 @@ def field_specs(processor: Any, hf_inputs: Mapping[str, Any]) -> dict[str, Field
                 continue
             if rows is None:  # checked and made Python ints once, not once per field
                 rows = flat_from_sizes(modality, sizes[modality]).sizes
-            specs[key] = flat_from_sizes(modality, rows, slice_dim(data, sum(rows)))
+            dim = slice_dim(data, sum(rows))
+            if modality == "video":
+                specs[key] = video_field_spec(processor, key, hf_inputs, rows, dim)
+            else:
+                specs[key] = flat_from_sizes(modality, rows, dim)
     for modality in modalities:
-        specs[MODALITY_SIZE_KEYS[modality]] = batched(modality, keep_on_cpu=True)
+        specs[keyed[modality]] = batched(modality, keep_on_cpu=True)
         replacement_sizes = hf_inputs.get(f"{modality}_replacement_sizes")
         if replacement_sizes is not None:
             specs[f"{modality}_replacement_ids"] = flat_from_sizes(
                 modality, replacement_sizes, keep_on_cpu=True
             )
-    if "image" in modalities:
+    if profile.has(VIDEO):
+        for key, modality in ITEM_ROW_KEYS.items():
+            if modality in modalities:
+                specs[key] = batched(modality, keep_on_cpu=True)
+    elif "image" in modalities:
         # video grids are filed under image until video is served
         for key in GRID_KEYS:
             specs[key] = batched("image", keep_on_cpu=True)

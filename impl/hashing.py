@@ -3,6 +3,10 @@
 vLLM hashes each input item (an image's pixels and mode, an audio's samples and rate) together
 with the model and the processor options, never the processed fields: an item's key is known
 before it is processed, which is what lets a cached item skip the HF processor.
+
+A video (`VIDEO`) is hashed as parsing leaves it: its frames, with its metadata where the
+video processor reads it (vLLM's parser keeps the (frames, metadata) pair only then, and
+hashes the item it keeps), so metadata the processor never sees does not split the cache.
 """
 
 from __future__ import annotations

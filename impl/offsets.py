@@ -13,6 +13,7 @@ import torch
 
 from impl.fields import image_rows_per_item, long_tensor
 from impl.hf import encode_plain
+from impl.release import DEFAULT, OFFSETS_ONLY, VIDEO, Profile
 from impl.replace import Replacement
 
 
@@ -42,13 +43,16 @@ def offset_entries(offsets: Any) -> list[Mapping[str, Any]] | None:
     return list(offsets[0])
 
 
-def missing_offsets_error(processor: Any) -> ValueError:
+def missing_offsets_error(processor: Any, *, profile: Profile = DEFAULT) -> ValueError:
+    """Before `OFFSETS_ONLY` an older transformers is a way out (the Legacy path); from then
+    on there is none: the processor has to report offsets."""
+    way_out = ("" if profile.has(OFFSETS_ONLY) else
+               "; transformers<5.15.0 locates placeholders in the expanded prompt instead")
     return ValueError(
         f"{type(processor).__name__} reported no text_replacement_offsets for the media it "
         "was given, so no item's placeholder can be located. Its __call__ must go through "
         "ProcessorMixin.get_text_with_replacements with one replacement per item (usually by "
-        "implementing replace_<modality>_token); transformers<5.15.0 locates placeholders in "
-        "the expanded prompt instead."
+        f"implementing replace_<modality>_token){way_out}."
     )
 
 
@@ -73,8 +77,12 @@ def record_replacements(
     processor: Any,
     images: Any,
     processor_kwargs: Mapping[str, Any] | None = None,
+    *,
+    profile: Profile = DEFAULT,
 ) -> None:
-    """Store the replacements as per-item fields, with each item's row/token count."""
+    """Store the replacements as per-item fields, with each item's row/token count. A video
+    (`VIDEO`) owns its grid's cells (one row each without a grid) and counts the tokens its
+    replacement embeds."""
     for modality, seqs in replacements.items():
         # through numpy: a tensor from a list of Python ints costs ~4x more
         hf_inputs[f"{modality}_replacement_ids"] = torch.from_numpy(
@@ -87,6 +95,11 @@ def record_replacements(
             )
         elif modality == "audio":
             hf_inputs["num_audio_tokens"] = torch.tensor(embed_counts(seqs))
+        elif modality == "video" and profile.has(VIDEO):
+            grid = hf_inputs.get("video_grid_thw")
+            hf_inputs["num_video_patches"] = (
+                grid.prod(-1) if grid is not None else torch.ones(len(seqs), dtype=torch.long))
+            hf_inputs["num_video_tokens"] = torch.tensor(embed_counts(seqs))
 
 
 def build_replacements(

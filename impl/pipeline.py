@@ -1,4 +1,5 @@
-"""`process`: one prompt and its media through either placeholder strategy."""
+"""`process`: one prompt and its media through either placeholder strategy (from vLLM 0.32.0,
+`OFFSETS_ONLY`, through the offsets strategy alone)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from impl.dummy import dummy_text
 from impl.fields import field_specs, modality_field_names, split_items
 from impl.hashing import ItemHashes, media_hashes
 from impl.hf import call_processor, encode_prompt, input_ids_tensor, tokenizer_of
-from impl.info import audio_sampling_rate, supported_modalities
+from impl.info import audio_sampling_rate, supported_modalities, video_needs_metadata
 from impl.legacy import (
     audio_placeholders,
     check_image_token_total,
@@ -32,10 +33,12 @@ from impl.offsets import (
     record_replacements,
     replacement_token_ids,
 )
+from impl.release import DEFAULT, OFFSETS_ONLY, Profile
 from impl.replace import Replacement, expand_prompt
 from impl.types import Placeholder, ProcessedPrompt
 from impl.unpad import apply_unpad_images, unpad_audios
 from impl.version import placeholder_strategy
+from impl.video import normalise_video, split_video_metadata
 
 STRATEGIES = ("legacy", "offsets")
 
@@ -54,15 +57,18 @@ class ModelLevel:
     kwargs: Mapping[str, Any]
 
 
-def strategy_for(version: str) -> str:
-    """The placeholder strategy for a transformers version: offsets from 5.15.0 on."""
+def strategy_for(version: str, profile: Profile = DEFAULT) -> str:
+    """The placeholder strategy for a transformers version: offsets from 5.15.0 on, and on
+    every version once the backend dropped the Legacy path (`OFFSETS_ONLY`)."""
+    if profile.has(OFFSETS_ONLY):
+        return "offsets"
     return placeholder_strategy(version)
 
 
-def installed_strategy() -> str:
-    import transformers
+def installed_strategy(profile: Profile = DEFAULT) -> str:
+    import transformers  # lazy: the version is only asked for when no strategy is given
 
-    return strategy_for(transformers.__version__)
+    return strategy_for(transformers.__version__, profile)
 
 
 def normalise_audio(item: Any, target_rate: float) -> np.ndarray:
@@ -78,8 +84,17 @@ def normalise_audio(item: Any, target_rate: float) -> np.ndarray:
     return np.asarray(item) if isinstance(item, list) else item
 
 
-def parse_media(processor: Any, mm_data: Mapping[str, Sequence[Any]]) -> Media:
-    supported = supported_modalities(processor)
+def parse_media(
+    processor: Any,
+    mm_data: Mapping[str, Sequence[Any]],
+    *,
+    profile: Profile = DEFAULT,
+    processor_kwargs: Mapping[str, Any] | None = None,
+) -> Media:
+    """Each modality's items as processing takes them (and hashes them); a modality not
+    served is an error. `processor_kwargs`: the model-level options (video is served where
+    the processor counts video tokens under them)."""
+    supported = supported_modalities(processor, processor_kwargs, profile=profile)
     media: Media = {}
     for modality, items in mm_data.items():
         if modality not in supported:
@@ -87,6 +102,9 @@ def parse_media(processor: Any, mm_data: Mapping[str, Sequence[Any]]) -> Media:
         if modality == "audio":
             rate = audio_sampling_rate(processor)
             media[modality] = [normalise_audio(item, rate) for item in items]
+        elif modality == "video":
+            needs = video_needs_metadata(processor, profile=profile)
+            media[modality] = [normalise_video(item, needs) for item in items]
         else:
             media[modality] = list(items)
     return media
@@ -97,7 +115,7 @@ def processor_data(media: Media) -> dict[str, list[Any]]:
     Each call gets lists of its own: a processor may write into the list it is given
     (VibeVoice's feature extractor stores each normalised audio back in it), and the items'
     hashes are read from `media` afterwards."""
-    names = {"image": "images", "audio": "audio"}
+    names = {"image": "images", "audio": "audio", "video": "videos"}
     return {names[modality]: list(items) for modality, items in media.items() if items}
 
 
@@ -118,16 +136,20 @@ def reprocess_audios(
 
 def offsets_hf_inputs(
     processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None,
-    model: ModelLevel | None = None,
+    model: ModelLevel | None = None, *, profile: Profile = DEFAULT,
 ) -> dict[str, Any]:
     """Media processed beside a dummy prompt, with each item's replacement recorded; each
-    image's rows counted at the `model` level (default: `processor` and `kwargs`)."""
+    image's rows counted at the `model` level (default: `processor` and `kwargs`). Videos
+    carrying metadata pass it on, with their `do_sample_frames` as a call option that the
+    given options override."""
     data: dict[str, Any] = processor_data(media)
     if not data:
         return {}
+    model = model or ModelLevel(processor, kwargs)
     tokenizer = tokenizer_of(processor)
-    call_kwargs = {**kwargs, "truncation": False}
-    text = dummy_text(processor, {modality: len(items) for modality, items in media.items()})
+    call_kwargs = {**split_video_metadata(data), **kwargs, "truncation": False}
+    counts = {modality: len(items) for modality, items in media.items()}
+    text = dummy_text(processor, counts, profile=profile, processor_kwargs=model.kwargs)
     if has_media := any(data.values()):
         data = {**data, "return_text_replacement_offsets": True}
     try:
@@ -146,13 +168,12 @@ def offsets_hf_inputs(
     entries = offset_entries(hf_inputs.pop("text_replacement_offsets", None))
     if entries is None:
         if has_media:
-            raise missing_offsets_error(processor)
+            raise missing_offsets_error(processor, profile=profile)
         hf_inputs.pop("input_ids", None)
         return hf_inputs
     replacements = replacement_token_ids(tokenizer, entries)
-    model = model or ModelLevel(processor, kwargs)
     record_replacements(hf_inputs, replacements, model.processor, data.get("images"),
-                        model.kwargs)
+                        model.kwargs, profile=profile)
     hf_inputs.pop("input_ids")
     return hf_inputs
 
@@ -187,11 +208,11 @@ def check_placeholder_counts(
 
 def processed_items(
     processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None,
-    model: ModelLevel | None = None,
+    model: ModelLevel | None = None, *, profile: Profile = DEFAULT,
 ) -> dict[str, list[dict[str, Any]]]:
     """Per modality, each item's fields, its replacement ids among them."""
-    hf_inputs = offsets_hf_inputs(processor, media, kwargs, dtype, model)
-    return split_items(hf_inputs, field_specs(processor, hf_inputs))
+    hf_inputs = offsets_hf_inputs(processor, media, kwargs, dtype, model, profile=profile)
+    return split_items(hf_inputs, field_specs(processor, hf_inputs, profile=profile))
 
 
 def cached_items(
@@ -202,6 +223,8 @@ def cached_items(
     cache: ProcessorCache,
     hashes: Mapping[str, Sequence[str]],
     model: ModelLevel | None = None,
+    *,
+    profile: Profile = DEFAULT,
 ) -> dict[str, list[dict[str, Any]]]:
     """The items the cache holds, and the others processed together without them (and then
     stored), in the request's order."""
@@ -209,7 +232,7 @@ def cached_items(
     missing = {m: [item for item, hit in zip(items, found[m], strict=True) if hit is None]
                for m, items in media.items()}
     fresh = processed_items(processor, {m: its for m, its in missing.items() if its}, kwargs,
-                            dtype, model) if any(missing.values()) else {}
+                            dtype, model, profile=profile) if any(missing.values()) else {}
     merged: dict[str, list[dict[str, Any]]] = {}
     for modality, hits in found.items():
         new = iter(fresh.get(modality, []))
@@ -231,12 +254,15 @@ def run_offsets(
     cache: ProcessorCache | None = None,
     hashes: Mapping[str, Sequence[str]] | None = None,
     model: ModelLevel | None = None,
+    *,
+    profile: Profile = DEFAULT,
 ) -> tuple[list[int], dict[str, list[Placeholder]], dict[str, list[dict[str, Any]]]]:
     counts = {modality: len(items) for modality, items in media.items()}
     if cache is None or hashes is None:
-        items = processed_items(processor, media, kwargs, dtype, model)
+        items = processed_items(processor, media, kwargs, dtype, model, profile=profile)
     else:
-        items = cached_items(processor, media, kwargs, dtype, cache, hashes, model)
+        items = cached_items(processor, media, kwargs, dtype, cache, hashes, model,
+                             profile=profile)
     tokenizer = tokenizer_of(processor)
     updates = bind_replacements(build_replacements(processor, tokenizer, items), counts)
     check_item_counts(items, counts)
@@ -323,6 +349,7 @@ def process(
     dtype: torch.dtype | None = None,
     cache: ProcessorCache | None = None,
     model_id: str = "",
+    profile: Profile = DEFAULT,
 ) -> ProcessedPrompt:
     """Expand `prompt` for its media and cut the processed media into per-item fields.
 
@@ -335,22 +362,26 @@ def process(
     strategy for token ids. `strategy` defaults to the one the installed transformers calls
     for. `cache`: a processor cache the Offsets path takes items from and stores them in, under
     the hash of `model_id`, the item and both levels of options (the Legacy path never
-    consults it).
+    consults it). `profile`: the vLLM release whose backend to follow (default 0.31.0); from
+    `OFFSETS_ONLY` on the strategy is always offsets and asking for legacy is an error.
     """
-    strategy = strategy or installed_strategy()
+    strategy = strategy or installed_strategy(profile)
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
+    if strategy == "legacy" and profile.has(OFFSETS_ONLY):
+        raise ValueError(f"vLLM {profile.name}'s backend has no legacy strategy: placeholders "
+                         "come from text_replacement_offsets on every transformers version")
     model = ModelLevel(processor, dict(processor_kwargs or {}))
     request = dict(request_kwargs or {})
     kwargs = {**model.kwargs, **request}
     caller = processor if request_processor is None else request_processor
-    media = parse_media(processor, mm_data)
+    media = parse_media(processor, mm_data, profile=profile, processor_kwargs=model.kwargs)
     prompt_ids = encode_prompt(tokenizer_of(processor), prompt)
     # read only by the cache check, so computed on first read, unless the cache needs them now
     known = media_hashes(model_id, media, model.kwargs, request) if cache is not None else None
     if strategy == "offsets":
         expanded, placeholders, items = run_offsets(caller, prompt_ids, media, kwargs, dtype,
-                                                    cache, known, model)
+                                                    cache, known, model, profile=profile)
     else:
         expanded, placeholders, items = run_legacy(
             caller, prompt_ids, media, kwargs, config, dtype, model

@@ -130,9 +130,11 @@ class FakeProcessor:
         replacements = {
             "image": [self.image_replacement(i) for i in images or []],
             "audio": [self.audio_replacement(a) for a in audio or []],
+            "video": [self.video_replacement(v) for v in kwargs.get("videos") or []],
         }
-        tokens = {"image": self.image_token, "audio": self.audio_token}
-        active = [m for m in ("image", "audio") if replacements[m]]
+        tokens = {"image": self.image_token, "audio": self.audio_token,
+                  "video": getattr(self, "video_token", "")}
+        active = [m for m in ("image", "audio", "video") if replacements[m]]
         if self.reject_bare_placeholders and not active:
             if any(token in (text or "") for token in tokens.values()):
                 raise ValueError("placeholders without media")
@@ -237,3 +239,74 @@ class MaskedAudioProcessor(FakeProcessor):
             out["input_features_mask"] = (out["input_features"][:, 0] != 0).long()
             out["stray"] = torch.zeros(len(out["input_features"]))
         return out
+
+
+class FakeVideoSubProcessor:
+    model_input_names = ["pixel_values_videos", "video_grid_thw"]
+    temporal_patch_size = 2
+    fps = 2.0
+
+    def __init__(self, sample_frames: bool = False, size: dict | None = None) -> None:
+        self.do_sample_frames = sample_frames
+        self.size = size or {}
+
+
+class FakeVideoProcessor(FakeProcessor):
+    """Images as FakeProcessor; videos (frames x h x w x 3) as Qwen2-VL lays them out: per
+    video a grid (frames // 2, 1, 2) of patch rows, and one `<video>` per 2 rows. `layout`:
+    "flat" (a row per patch), "batched" (one row per video) or "tokens" (a row per token)
+    for `pixel_values_videos`; `counts`: whether `_get_num_multimodal_tokens` counts video
+    (`None`: it names no count, `False`: it cannot count video at all)."""
+
+    video_token = "<video>"
+
+    def __init__(self, *, layout: str = "flat", counts: bool | None = True,
+                 sample_frames: bool = False, size: dict | None = None, max_side: int = 112,
+                 **options: Any) -> None:
+        options.setdefault("tokenizer", FakeTokenizer(pieces=("<video>",)))
+        super().__init__(**options)
+        self.video_processor = FakeVideoSubProcessor(sample_frames, size)
+        self.layout = layout
+        self.counts = counts
+        self.max_side = max_side
+
+    def grid(self, frames: int, height: int, width: int) -> tuple[int, int, int]:
+        height, width = min(height, self.max_side), min(width, self.max_side)
+        return max(frames // 2, 1), max(height // 28, 1), max(width // 28, 1)
+
+    def _get_num_multimodal_tokens(self, image_sizes=None, video_sizes=None, **kwargs) -> dict:
+        out = super()._get_num_multimodal_tokens(image_sizes or [], **kwargs)
+        if video_sizes is not None:
+            if self.counts is False:
+                raise AttributeError("no video counting")
+            grids = [self.grid(*size) for size in video_sizes]
+            out["num_video_tokens"] = (
+                [t * h * w for t, h, w in grids] if self.counts else None)
+        return out
+
+    def video_replacement(self, video: np.ndarray) -> str:
+        t, h, w = self.grid(*video.shape[:3])
+        return self.video_token * (t * h * w)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = super().__call__(*args, **kwargs)
+        videos = kwargs.get("videos") or []
+        if videos:
+            grids = [self.grid(*v.shape[:3]) for v in videos]
+            rows = [t * h * w for t, h, w in grids]
+            values = [float(v.reshape(-1)[0]) for v in videos]
+            pixels = torch.cat([torch.full((n, 3), value) for n, value in zip(
+                rows, values, strict=True)])
+            if self.layout == "batched":
+                pixels = torch.tensor([[value] for value in values])
+            elif self.layout == "odd":
+                pixels = torch.cat([pixels, pixels[:1]])
+            out["pixel_values_videos"] = pixels
+            if self.layout != "tokens":
+                out["video_grid_thw"] = torch.tensor(grids)
+            out["second_per_grid_ts"] = torch.tensor([1.0] * len(videos))
+        return out
+
+
+def make_video(frames: int, height: int, width: int, value: int = 1) -> np.ndarray:
+    return np.full((frames, height, width, 3), value, dtype=np.uint8)
