@@ -89,8 +89,9 @@ def dummy_mm_data(
     processor_kwargs: Mapping[str, Any] | None = None,
     seq_len: int | None = None,
 ) -> dict[str, list[Any]]:
-    """Silent audios of one chunk, white RGB images of the largest size and (where video is
-    served) white videos of the frames and frame size with the most tokens for `seq_len`.
+    """Silent audios of one chunk, RGB images of vLLM's fill (`dummy_image`) of the largest
+    size and (where video is served) white videos of the frames and frame size with the most
+    tokens for `seq_len`.
     `processor_kwargs`: the model-level options every token count is asked with."""
     overrides = overrides or {}
     data: dict[str, list[Any]] = {}
@@ -102,7 +103,7 @@ def dummy_mm_data(
         image_options = overrides.get("image", {})
         width = capped(width, image_options.get("width"))
         height = capped(height, image_options.get("height"))
-        data["image"] = [white_image(width, height)] * num_images
+        data["image"] = [dummy_image(width, height)] * num_images
     if counts.get("video", 0) and is_video_model(processor, processor_kwargs, profile=profile):
         if seq_len is None:
             raise ValueError("the dummy video's frames depend on the sequence length: give "
@@ -148,7 +149,12 @@ def dummy_video_metadata(frames: int, fps: float | None) -> dict[str, Any]:
     }
 
 
-def white_image(width: int, height: int) -> Any:
+def dummy_image(width: int, height: int) -> Any:
+    """vLLM's dummy image: an RGB image whose fill is the single value 255, which sets the
+    first band alone (red); its videos are white (255 in every channel)."""
     from transformers.image_transforms import to_pil_image
 
-    return to_pil_image(np.full((height, width, 3), 255, dtype=np.uint8))
+    pixels = np.zeros((height, width, 3), dtype=np.uint8)
+    pixels[..., 0] = 255
+    # said outright: a 3-pixel-high image would otherwise be read as channels first
+    return to_pil_image(pixels, input_data_format="channels_last")

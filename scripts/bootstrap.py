@@ -61,6 +61,12 @@ LEGACY_SKIPS = ["tests/conformance/test_judging.py", "tests/conformance/test_sea
                 "tests/conformance/test_subject_registry.py"]
 
 
+# ... and impl's equivalence with the backend again under the newest vLLM of the default axis, on
+# the newest transformers of its window: impl follows that release's profile (impl/release.py)
+IMPL_SUITES = ["tests/impl"]
+IMPL_TIER = "vllm and not matrix and not slow"
+
+
 class StepFailed(RuntimeError):
     pass
 
@@ -307,6 +313,9 @@ def run_default_tests(python: Path, env: dict[str, str]) -> int:
          [str(python.parent / "conformance"), "exec", "--transformers", LEGACY_VERSION, "--",
           *pytest, "-m", FAST_TIER, *LEGACY_SUITES,
           *(f"--ignore={path}" for path in LEGACY_SKIPS)]),
+        ("impl tier: the newest vLLM of the default axis, impl's equivalence with its backend",
+         [str(python.parent / "conformance"), "exec", "--vllm", "newest", "--",
+          *pytest, "-m", IMPL_TIER, *IMPL_SUITES]),
     ]
     codes: dict[str, int] = {}
     for title, command in tiers:

@@ -63,7 +63,8 @@ def script(path: Path, body: str) -> Path:
 
 def test_the_tiers_run_in_order_spread_over_the_cpus(tmp_path, capfd, monkeypatch):
     python = script(tmp_path / "python", "echo tier output: $*\n")
-    script(tmp_path / "conformance", "echo legacy tier output: $*\nexit 1\n")
+    script(tmp_path / "conformance",
+           "echo exec tier output: $*\ncase $* in *5.12.1*) exit 1;; esac\n")
     boot = bootstrap()
     monkeypatch.setattr(boot.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
     code = boot.run_default_tests(python, dict(os.environ))
@@ -71,21 +72,23 @@ def test_the_tiers_run_in_order_spread_over_the_cpus(tmp_path, capfd, monkeypatc
     assert code == 1  # the Legacy tier's failure, the two before it having passed
     fast = out.index("tier output: -m pytest -p no:cacheprovider -n 2 -m not model")
     engine = out.index("-n 2 -m (model or e2e)")
-    legacy = out.index("legacy tier output: exec --transformers 5.12.1 --")
-    assert fast < engine < legacy
+    legacy = out.index("exec tier output: exec --transformers 5.12.1 --")
+    newest = out.index("exec tier output: exec --vllm newest --")
+    assert fast < engine < legacy < newest
     # the Legacy pass re-runs no model check: those faults are proven once, on 5.17.0
-    assert f"-m {boot.FAST_TIER} tests/conformance" in out[legacy:]
-    assert "exit codes: fast tier: 0, engine tier: 0, legacy tier: 1" in out
+    assert f"-m {boot.FAST_TIER} tests/conformance" in out[legacy:newest]
+    assert f"-m {boot.IMPL_TIER} tests/impl" in out[newest:]
+    assert "exit codes: fast tier: 0, engine tier: 0, legacy tier: 1, impl tier: 0" in out
 
 
 def test_a_failing_fast_tier_stops_the_run(tmp_path, capfd):
     python = script(tmp_path / "python", "echo tier output: $*\nexit 1\n")
-    script(tmp_path / "conformance", "echo legacy tier output\n")
+    script(tmp_path / "conformance", "echo exec tier output\n")
     code = bootstrap().run_default_tests(python, dict(os.environ))
     out = capfd.readouterr().out
     assert code == 1
     assert "fast tier failed: the later tiers are not run" in out
-    assert "(model or e2e)" not in out and "legacy tier output" not in out
+    assert "(model or e2e)" not in out and "exec tier output" not in out
     assert "exit codes: fast tier: 1" in out
 
 

@@ -155,3 +155,12 @@ def test_a_planted_broken_link_is_caught(tmp_path: Path):
 def test_a_planted_date_is_caught():
     assert calendar_dates("the main job took 8.8 min (`matrix`)") == []
     assert calendar_dates("the main job took 8.8 min (2026-12-07)") == ["2026-12-07"]
+
+
+def test_the_readme_says_which_release_profile_impl_follows():
+    """Per vLLM of the default axis, the profile impl follows and its steps, as impl/release.py
+    has them (`conformance.checks.impl_profiles_markdown()` writes the table)."""
+    from conformance.checks import impl_profiles_markdown
+
+    assert impl_profiles_markdown() in README.read_text(), \
+        "README's impl profile table is stale: paste conformance.checks.impl_profiles_markdown()"

@@ -281,7 +281,7 @@ def test_a_run_over_two_vllms_has_a_column_per_vllm_and_version():
     assert columns_of(verdicts) == ["5.17.0 (vLLM 0.31.0)", "5.17.0 (vLLM 0.32.0)"]
     text = markdown(verdicts)
     assert "| 5.17.0 (vLLM 0.31.0) | 5.17.0 (vLLM 0.32.0) |" in text
-    assert "reference of vLLM 0.31.0's backend" in text
+    assert "(vLLM 0.31.0: 0.31.0's backend; vLLM 0.32.0: 0.32.0's backend)" in text
     assert short_label(verdicts[1]).endswith("/vLLM 0.32.0")
     assert columns_of(verdicts[:1]) == ["5.17.0"]  # one vLLM: the columns as before
 
@@ -460,13 +460,16 @@ def test_a_cuda_only_release_runs_on_a_cpu_builds_kernels_grafted_in(tmp_path, m
     assert "VLLM_TARGET_DEVICE" not in plain.environ({})
 
 
-def test_impl_is_a_reference_only_of_the_release_it_reproduces():
-    """The model checks compare impl beside the backend only on vLLM 0.31.0: 0.33.0's backend
-    computes otherwise (it splits a per-prompt list of features by the processor's counts)."""
-    assert vllms.impl_reproduces(vllms.IMPL_REFERENCE)
-    assert vllms.impl_reproduces(f"{vllms.IMPL_REFERENCE}@ci-venv")
-    assert not vllms.impl_reproduces("0.33.0")
-    assert not vllms.impl_reproduces("0.34.0.dev3@vllm-src")
+def test_impl_follows_the_release_profile_of_the_vllm_under_test():
+    """impl reproduces every release from 0.31.0 on, each by its profile (impl/release.py): the
+    model checks compare it beside the backend wherever one follows the vLLM."""
+    assert vllms.impl_reproduces(vllms.DEFAULT_VLLM)
+    assert vllms.impl_reproduces(f"{vllms.DEFAULT_VLLM}@ci-venv")
+    assert vllms.impl_profile("0.34.0.dev3@vllm-src") == vllms.impl_profile("0.34.0")
+    assert vllms.impl_profile("0.34.0").name == "0.33.0"  # 0.34.0 changed none of the steps
+    assert not vllms.impl_reproduces("0.30.1") and vllms.impl_profile("main") is None
+    assert vllms.impl_follows(["0.31.0", "0.34.0"]) == \
+        "vLLM 0.31.0: 0.31.0's backend; vLLM 0.34.0: 0.33.0's backend"
 
 
 def test_the_newest_vllm_release_is_read_from_the_package_index(monkeypatch, capsys):

@@ -115,6 +115,8 @@ def test_the_nightly_shows_the_seed_its_cases_were_drawn_from():
     nightly = yaml.safe_load((ROOT / ".github/workflows/nightly-gpu.yml").read_text())
     steps = {step.get("name"): step.get("run", "") for step in nightly["jobs"]["gpu"]["steps"]}
     assert "--profile nightly" in steps["Tiny fixtures, nightly profile"]
+    # impl beside the backend on the nightly's vLLM: a release profile follows every release
+    assert "--subjects impl,vllm-backend" in steps["Tiny fixtures, nightly profile"]
     # the config variants (fixture~variant rows) run nightly, not in the default matrix
     assert "--variants" in steps["Tiny fixtures, nightly profile"]
     # `conformance run` prints it first; the summary repeats it from results.json

@@ -59,5 +59,28 @@ def checks_markdown() -> str:
     return "\n".join(rows) + "\n"
 
 
+def impl_profiles_markdown(labels: tuple[str, ...] | None = None) -> str:
+    """The README's table of what `impl` reproduces under each vLLM of the default axis: the
+    release profile it follows and that profile's behaviour steps (impl/release.py; a test
+    keeps the README in step with it)."""
+    # lazy: core.vllms reads the baseline (the default axis), which listing the checks needs not
+    from conformance.core.vllms import default_axis, impl_profile
+    from impl.release import FIRST_RELEASE, STEPS
+
+    rows = [f"| vLLM | `impl` follows | behaviour steps since {FIRST_RELEASE} (impl/release.py) |",
+            "|---|---|---|"]
+    for label in labels or default_axis():
+        profile = impl_profile(label)
+        if profile is None:
+            rows.append(f"| {label} | no profile | |")
+            continue
+        landed: dict[str, list[str]] = {}
+        for step in (s for s in STEPS if profile.has(s)):
+            landed.setdefault(step.since, []).append(f"`{step.name}`")
+        steps = "; ".join(f"{', '.join(names)} ({since})" for since, names in landed.items())
+        rows.append(f"| {label} | {profile.name}'s backend | {steps or 'none: the first'} |")
+    return "\n".join(rows) + "\n"
+
+
 __all__ = ["PASS", "Check", "NotApplicable", "Outcome", "check_ids", "checks_markdown", "get_check",
-           "registry"]
+           "impl_profiles_markdown", "registry"]

@@ -52,8 +52,8 @@ def derives_rows(ctx: Context) -> bool:
 
 
 def subject_modalities(ctx: Context) -> tuple[str, ...]:
-    """What the subject takes: vLLM's backend says (video where it serves it), impl
-    reproduces vLLM 0.31.0's, which takes the recipe's."""
+    """What the subject takes: the recipe's modalities, and video where the subject takes it
+    (vLLM's backend says; impl where its release profile serves it)."""
     return tuple(ctx.recipe.modalities) + (("video",) if ctx.video else ())
 
 

@@ -28,7 +28,7 @@ from conformance.core.settings import (
     removed_variables,
     unknown_variables,
 )
-from conformance.core.vllms import DEFAULT_VLLM, IMPL_REFERENCE
+from conformance.core.vllms import DEFAULT_VLLM
 from conformance.paths import REPORTS_DIR
 from conformance.run.versions import DEFAULT_VERSIONS, FULL_VERSIONS
 
@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "environment, a nightly, an editable checkout): its vLLM is tested there, "
                      "labelled VERSION@ENVIRONMENT; repeatable, beside --vllm")
     run.add_argument("--subjects", help="comma-separated subjects: vllm-backend (the default), "
-                     f"impl (our reference of vLLM {IMPL_REFERENCE}'s backend)")
+                     "impl (our reference of the backend, following the release profile of "
+                     "the vLLM under test: impl/release.py)")
     run.add_argument("--checks", help="comma-separated checks (default: all)")
     run.add_argument("--profile", default="dev", choices=("dev", "ci", "nightly"),
                      help="hypothesis profile (default: dev)")
@@ -177,8 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write it to docs/findings.md instead of printing it")
     known.set_defaults(func=cmd_known)
 
-    exe = sub.add_parser("exec", help="run a command with another transformers version active")
-    exe.add_argument("--transformers", required=True, help="transformers version, e.g. 5.12.1")
+    exe = sub.add_parser("exec", help="run a command with another transformers version (and vLLM) "
+                         "active")
+    exe.add_argument("--transformers", help="transformers version, e.g. 5.12.1 (with --vllm: "
+                     "default the newest of the main job's versions in that vLLM's window)")
+    exe.add_argument("--vllm", help="a vLLM release or folder, as its workers run it (a release "
+                     "with no build here: its wheel's Python over the default environment), or "
+                     "`newest`: the default axis's newest release; default: the environment's")
     exe.add_argument("command_line", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     exe.set_defaults(func=cmd_exec)
     return parser

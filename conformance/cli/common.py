@@ -13,12 +13,13 @@ from conformance.paths import REPORTS_DIR, ROOT
 BASELINE = REPORTS_DIR / "baseline.json"
 DEFAULT_SUBJECTS = SUBJECTS  # what `check` runs on one checkpoint, and what a run may name
 # What `run` checks by default: the backend alone. The matrix is the gate's verdict on the backend
-# over every transformers version and vLLM; `impl` (our reference of vLLM 0.31.0's backend) is
-# checked against it by the test command on every fixture (tests/impl/test_equivalence_vllm.py,
-# on the environment's transformers and on the Legacy path) and joins a run by name (`--subjects
-# impl,vllm-backend`; on vLLM 0.31.0 only: on another vLLM it is 0.31.0's logic judged against
-# that vLLM's native model). Both subjects over 37 fixtures, six transformers
-# versions and two vLLMs took 24.6 min on two cores, past the main job's 20 (docs/performance.md).
+# over every transformers version and vLLM; `impl` (our reference of the backend, following the
+# release profile of the vLLM under test: impl/release.py) is checked against it by the test
+# command on every fixture (tests/impl/test_equivalence_vllm.py: on 0.31.0 with the environment's
+# transformers and the Legacy path, on the default axis's newest release with its window's
+# newest transformers) and joins a run by name (`--subjects impl,vllm-backend`, the nightly's).
+# Both subjects over 37 fixtures, six transformers versions and two vLLMs took 24.6 min on two
+# cores, past the main job's 20 (docs/performance.md).
 RUN_SUBJECTS = (VLLM_BACKEND,)
 
 

@@ -15,12 +15,14 @@ from conformance.core import vllm_facts, vllms
 from conformance.core.vllms import DEFAULT_VLLM, release, unsupported
 from conformance.paths import ROOT
 from conformance.run import versions
-from conformance.run.environments import from_folder, is_folder_spec
+from conformance.run.environments import ensure_env, from_folder, is_folder_spec, parse
 from conformance.run.versions import FULL_VERSIONS, in_vllm_window
 from fixtures.build import tree_digest
 from fixtures.registry import available_recipes
 from fixtures.variants import build_fixture, get_recipe  # get_recipe: a variant's name too
 from impl.version import parse_version, placeholder_strategy
+
+NEWEST = "newest"  # `exec --vllm newest`: the default axis's newest release
 
 if TYPE_CHECKING:
     from fixtures.recipe import Recipe
@@ -154,8 +156,26 @@ def cmd_exec(args: argparse.Namespace) -> int:
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
         return fail("nothing to run (conformance exec --transformers V -- COMMAND ...)")
-    overlay = versions.ensure_overlay(versions.requested_version(args.transformers))
-    print(f"[conformance] transformers {args.transformers}: {' '.join(command)}", flush=True)
+    spec = vllms.default_axis()[-1] if args.vllm == NEWEST else args.vllm
+    if not (args.transformers or spec):
+        return fail("exec needs --transformers V, --vllm X or both")
+    label = None
+    if spec:
+        try:
+            under_test = parse(spec)
+            ensure_env(under_test)
+        except (RuntimeError, ValueError) as error:
+            return fail(str(error))
+        if under_test.python != Path(sys.executable):
+            return fail(f"vLLM {spec} runs in {under_test.python}, not in this environment "
+                        f"({sys.executable}): run that environment's conformance")
+        label = under_test.label
+    transformers = args.transformers or versions.window_top(label)
+    overlay = versions.ensure_overlay(versions.requested_version(transformers))
     env = overlay.environ()
+    if spec:
+        env = under_test.environ(env)
+    what = f"transformers {transformers}" + (f", vLLM {label}" if label else "")
+    print(f"[conformance] {what}: {' '.join(command)}", flush=True)
     env["PATH"] = os.path.join(sys.prefix, "bin") + os.pathsep + env.get("PATH", "")
     os.execvpe(command[0], command, env)

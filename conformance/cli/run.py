@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "vllm": list(under_test),
         # a folder is named by its label; where it was is no part of the results (portable)
         "vllm_sources": {k: v.source.name for k, v in under_test.items() if v.source},
-        "impl_reference": f"vLLM {vllm_axis.IMPL_REFERENCE}",
+        "impl_reference": vllm_axis.impl_follows(under_test),
         **({"kernels": kernels} if kernels else {}),
         **upfront.meta(),  # the requirements a version ran without (--allow-unmet)
     }, cells)

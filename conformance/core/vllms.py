@@ -21,20 +21,18 @@ import functools
 import os
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.core import baseline, catalogue, vllm_facts
 from conformance.core.settings import current
 from conformance.paths import ROOT, cache_dir
+from impl.release import Profile, profile_for
 from impl.version import in_range, is_release, parse_version
 
 DEFAULT_VLLM = catalogue.default_release()
-"""The release tested when none is named; `impl` reproduces its backend (the catalogue's
-default row)."""
-
-IMPL_REFERENCE = DEFAULT_VLLM
-"""Whose backend `impl` reproduces, whatever vLLM a run tests (it names it in reports)."""
+"""The release tested when none is named (the catalogue's default row)."""
 
 
 def default_axis() -> tuple[str, ...]:
@@ -339,15 +337,31 @@ def release_of(label: str) -> str:
     return label
 
 
-def impl_reproduces(label: str) -> bool:
-    """Whether `impl` reproduces the backend of the vLLM a label names: the release it is the
-    reference of (`IMPL_REFERENCE`). On another release the backend computes otherwise (0.33.0
-    splits a per-prompt list of features by the processor's counts), so impl is no reference
-    of it and the model checks compare the backend alone."""
+def impl_profile(label: str) -> Profile | None:
+    """The release profile `impl` follows under the vLLM a label names (impl/release.py: the
+    behaviour changes its backend has, from 0.31.0 on); None where none is known (older than
+    impl's first release, or no version)."""
     try:
-        return release_of(label) == IMPL_REFERENCE
-    except ValueError:  # a label with no version: nothing says impl reproduces it
-        return False
+        return profile_for(label.split("@", 1)[0])
+    except ValueError:
+        return None
+
+
+def impl_reproduces(label: str) -> bool:
+    """Whether `impl` reproduces the backend of the vLLM a label names: a release profile
+    follows it (a newer release than any step: the newest behaviour, which its equivalence
+    tests and the model checks then judge)."""
+    return impl_profile(label) is not None
+
+
+def impl_follows(labels: Iterable[str]) -> str:
+    """What reports say `impl` is under these vLLMs: each one's release profile."""
+    named = []
+    for label in labels:
+        found = impl_profile(label)
+        behaviour = f"{found.name}'s backend" if found else "no profile"
+        named.append(f"vLLM {label}: {behaviour}")
+    return "; ".join(named) or f"vLLM {DEFAULT_VLLM}: {DEFAULT_VLLM}'s backend"
 
 
 def sort_key(label: str) -> tuple:

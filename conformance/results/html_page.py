@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from conformance import expectations
 from conformance.core.subjects import IMPL, VLLM_BACKEND
-from conformance.core.vllms import DEFAULT_VLLM, IMPL_REFERENCE
+from conformance.core.vllms import DEFAULT_VLLM, impl_follows
 from conformance.expectations.document import DOCUMENT
 from conformance.paths import ROOT
 from conformance.results.agreement import RELATIONS, summary_line, table_rows
@@ -192,7 +192,7 @@ def _summary(view: View, meta: dict) -> list[str]:
     how, when, and what came of it."""
     verdicts = view.verdicts
     rows = [("vLLM", ", ".join(view.vllms)),
-            (IMPL, f"the reference of vLLM {IMPL_REFERENCE}'s backend"),
+            (IMPL, meta.get("impl_reference") or impl_follows(view.vllms)),
             ("transformers", ", ".join(view.versions)),
             ("fixtures", _names(view.fixtures)),
             ("subjects", _names(list(dict.fromkeys(v.subject for v in verdicts)))),

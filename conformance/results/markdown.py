@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from conformance.core.vllms import IMPL_REFERENCE
+from conformance.core.vllms import impl_follows
 from conformance.expectations.document import inline_markdown
 from conformance.results.agreement import markdown_section as agreement_section
 from conformance.results.cells import (
@@ -53,7 +53,7 @@ def _matrix(view: View) -> list[str]:
     versions, grid, note = view.columns, view.grid, view.note
     lines = ["# vLLM Transformers-backend conformance" + (f" ({note})" if note else ""), "",
              f"Cells per architecture and transformers version ({legend()}); `impl` is the "
-             f"reference of vLLM {IMPL_REFERENCE}'s backend.", "",
+             f"reference of the backend ({impl_follows(view.vllms)}).", "",
              "| architecture | " + " | ".join(versions) + " |",
              "|---|" + "---|" * len(versions)]
     for fixture in view.fixtures:

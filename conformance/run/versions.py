@@ -123,6 +123,16 @@ def in_vllm_window(version: str, vllm: str = DEFAULT_VLLM) -> bool:
     return in_range(version, *where(vllm).window)
 
 
+def window_top(vllm: str | None = None, versions: tuple[str, ...] = DEFAULT_VERSIONS) -> str:
+    """The newest of `versions` inside the vLLM's transformers window (default: the default
+    release's): what a deployment of that release runs, the version its tests run on."""
+    facts = facts_of(vllm or DEFAULT_VLLM)
+    inside = [v for v in versions if facts is None or in_range(v, *facts.window)]
+    if not inside:
+        raise ValueError(f"none of {', '.join(versions)} is inside vLLM {vllm}'s window")
+    return max(inside, key=parse_version)
+
+
 @dataclass(frozen=True)
 class Overlay:
     version: str

@@ -124,8 +124,8 @@ class Context:
     @property
     def video(self) -> bool:
         """Whether the suite draws video items: where the subject takes them (vLLM's backend,
-        where the vLLM under test serves the fixture's videos); impl reproduces vLLM 0.31.0's
-        backend, which takes none."""
+        where the vLLM under test serves the fixture's videos; impl, where the release profile
+        it follows does: from vLLM 0.32.0 on)."""
         return VIDEO in self.subject.capabilities
 
     @property

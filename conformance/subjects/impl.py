@@ -7,13 +7,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from conformance.core.subjects import IMPL
+from conformance.core.vllms import current_label, impl_profile, video_comparable
 from conformance.inputs.cases import Case
 from conformance.inputs.forms import form_inputs
 from conformance.subjects.faults import planted
 from conformance.subjects.hf import CheckpointFiles
-from conformance.subjects.protocol import CACHE, HF_PROCESSOR, PLANTS_FAULTS
+from conformance.subjects.protocol import CACHE, HF_PROCESSOR, PLANTS_FAULTS, VIDEO
 from fixtures.recipe import Recipe
 from impl.cache import ProcessorCache
+from impl.release import DEFAULT
 from impl.types import ProcessedPrompt
 
 if TYPE_CHECKING:
@@ -21,14 +23,32 @@ if TYPE_CHECKING:
 
 
 class ImplSubject(CheckpointFiles):
-    """Our reference implementation on the fixture's HF processor."""
+    """Our reference implementation on the fixture's HF processor, following the release
+    profile of the vLLM under test (impl/release.py): video items where that profile serves
+    them for this processor, as the backend would."""
 
-    capabilities = frozenset({HF_PROCESSOR, CACHE, PLANTS_FAULTS})
+    capabilities = frozenset({HF_PROCESSOR, CACHE, PLANTS_FAULTS})  # and VIDEO where it takes it
 
     def __init__(self, path: str, recipe: Recipe, fault: Fault | None = None):
         super().__init__(path, recipe)
         self.fault = fault
         self.name = IMPL if fault is None else f"{IMPL}+{fault}"
+        self.profile = impl_profile(current_label()) or DEFAULT
+        if getattr(recipe, "takes_video", False) and self.takes_video():
+            self.capabilities = ImplSubject.capabilities | {VIDEO}
+
+    def takes_video(self) -> bool:
+        """Where video items are compared (`vllms.video_comparable`) and the profile serves
+        them for the checkpoint's processor (impl's reading of the backend's own test)."""
+        # lazy: impl.info imports torch (+1.1 s), kept out of importing the subjects package
+        from impl.info import installed_transformers, supported_modalities
+
+        if not video_comparable(current_label(), installed_transformers()):
+            return False
+        try:
+            return "video" in supported_modalities(self.processor, profile=self.profile)
+        except Exception:  # noqa: BLE001 - the cells report why the processor cannot be made
+            return False
 
     def hf_processor(self) -> Any:
         return self.processor
@@ -70,7 +90,7 @@ class ImplSubject(CheckpointFiles):
                                          request_kwargs=request_kwargs,
                                          request_processor=request_processor,
                                          config=self.config, cache=cache,
-                                         model_id=folder or self.path)
+                                         model_id=folder or self.path, profile=self.profile)
 
 
 

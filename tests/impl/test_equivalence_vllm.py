@@ -1,9 +1,12 @@
-"""`impl` against vLLM 0.31.0's own Transformers backend, on the same inputs.
+"""`impl` against the imported vLLM's own Transformers backend, on the same inputs, under the
+release profile of that vLLM (impl/release.py): vLLM 0.31.0 in the default environment; the
+test command runs this file again under the newest vLLM of the default axis
+(`conformance exec --vllm`, scripts/bootstrap.py's impl tier).
 
 Three layers: the tiny llava checkpoint through the in-tree backend processor (offsets, the
-strategy transformers 5.17 selects, and the legacy class built from the same parts); fake
-processors swapped into the backend's processing info, covering audio, mixed and error cases;
-and the backend's pure helpers called directly.
+strategy transformers 5.17 selects, and on 0.31.0 the legacy class built from the same parts);
+fake processors swapped into the backend's processing info, covering audio, mixed and error
+cases; and the backend's pure helpers called directly.
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ from impl_fakes import (
 
 import impl
 from impl import encoder, fields, offsets, unpad
+from impl.release import DEFAULT, OFFSETS_ONLY, profile_for
 
-pytest.importorskip("vllm")
+vllm = pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
 LIMIT = 3
-STRATEGIES = ("offsets", "legacy")
+PROFILE = profile_for(vllm.__version__)  # the behaviour of the imported backend
+# the Legacy path is 0.31.0's alone; the Offsets one every release's
+STRATEGIES = ("offsets",) if PROFILE.has(OFFSETS_ONLY) else ("offsets", "legacy")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +58,15 @@ def mm() -> Any:
 
 
 def backend_class(mm: Any, strategy: str) -> type:
-    return mm.OffsetsMultiModalProcessor if strategy == "offsets" else mm.LegacyMultiModalProcessor
+    if strategy == "legacy":
+        return mm.LegacyMultiModalProcessor
+    # one processor class, the Offsets one, since 0.32.0
+    return getattr(mm, "OffsetsMultiModalProcessor", mm.MultiModalProcessor)
+
+
+def processor_base(mm: Any) -> type:
+    """The class holding the processors' shared helpers (0.31.0's base of both, else the one)."""
+    return getattr(mm, "_MultiModalProcessorBase", mm.MultiModalProcessor)
 
 
 def run_backend(processor: Any, prompt: str | list[int], mm_data: dict) -> tuple:
@@ -73,7 +87,7 @@ def run_backend(processor: Any, prompt: str | list[int], mm_data: dict) -> tuple
 
 
 def run_impl(processor: Any, prompt: str | list[int], mm_data: dict, **kwargs: Any) -> tuple:
-    result = impl.process(processor, prompt, mm_data, **kwargs)
+    result = impl.process(processor, prompt, mm_data, profile=PROFILE, **kwargs)
     placeholders = {m: tuple(as_tuple(p) for p in ps) for m, ps in result.placeholders.items()}
     return list(result.prompt_ids), placeholders, result.item_fields
 
@@ -137,7 +151,7 @@ def test_llava(
     from conformance.inputs.media import make_items
 
     # what the registry picks for the installed transformers
-    assert type(backend) is backend_class(mm, impl.strategy_for(transformers.__version__))
+    assert type(backend) is backend_class(mm, impl.strategy_for(transformers.__version__, PROFILE))
     theirs = backend_class(mm, strategy)(backend.info, backend.dummy_inputs)
     hf = backend.info.get_hf_processor()
     mm_data = {"image": make_items("image", count)} if count else {}
@@ -245,7 +259,7 @@ def test_embed_token(mm: Any, ids: list[int]) -> None:
 )
 def test_slice_dim(mm: Any, shape: tuple[int, ...], total: int) -> None:
     data = torch.zeros(shape)
-    assert fields.slice_dim(data, total) == mm._MultiModalProcessorBase._get_slice_dim(
+    assert fields.slice_dim(data, total) == processor_base(mm)._get_slice_dim(
         None, data, total
     )
 
@@ -256,7 +270,7 @@ def test_unpad_images(mm: Any, sizes: list[list[int]]) -> None:
 
     inputs = {"pixel_values": torch.rand(2, 3, 6, 8), "image_sizes": torch.tensor(sizes)}
     theirs = BatchFeature(dict(inputs))
-    mm._MultiModalProcessorBase._unpad_images(None, theirs)
+    processor_base(mm)._unpad_images(None, theirs)
     mine = dict(inputs)
     unpad.apply_unpad_images(mine)
     assert same_value(theirs["pixel_values"], mine["pixel_values"])
@@ -323,7 +337,7 @@ def test_mrope(mm: Any) -> None:
     tokens = list(range(10))
     host = SimpleNamespace(model=Model())
     expected = mm.MultiModalMixin.get_mrope_input_positions(host, tokens, specs)
-    actual = mrope_input_positions(Model(), tokens, mine)
+    actual = mrope_input_positions(Model(), tokens, mine, profile=PROFILE)
     assert torch.equal(expected[0], actual[0]) and expected[1] == actual[1]
 
 
@@ -331,10 +345,25 @@ def test_dummy_text_and_max_tokens(backend: Any, mm: Any) -> None:
     from impl import dummy, info
 
     hf = backend.info.get_hf_processor()
-    assert dummy.dummy_text(hf, {"image": 2}) == backend.dummy_inputs.get_dummy_text({"image": 2})
-    assert info.max_image_tokens(hf) == backend.info.get_max_image_tokens()
-    assert info.supported_modalities(hf) == backend.info._get_supported_modalities()
+    assert dummy.dummy_text(hf, {"image": 2}, profile=PROFILE) == \
+        backend.dummy_inputs.get_dummy_text({"image": 2})
+    assert info.max_image_tokens(hf, profile=PROFILE) == backend.info.get_max_image_tokens()
+    assert info.supported_modalities(hf, profile=PROFILE) == \
+        backend.info._get_supported_modalities()
     assert np.isclose(info.audio_sampling_rate(hf), backend.info._get_audio_sampling_rate())
+
+
+def test_the_profile_matters(backend: Any) -> None:
+    """impl under another release's profile disagrees with this backend where the two
+    profiles' behaviour differs (the largest image it profiles with): the profile, not luck,
+    makes the comparisons here pass; a wrong profile is caught."""
+    from impl import info
+
+    other = DEFAULT if PROFILE != DEFAULT else profile_for("0.34.0")
+    hf = backend.info.get_hf_processor()
+    theirs = tuple(backend.info.get_image_size_with_most_features())
+    assert info.largest_image_size(hf, profile=PROFILE) == theirs
+    assert info.largest_image_size(hf, profile=other) != theirs
 
 
 # --- every fixture, both strategies --------------------------------------------------------

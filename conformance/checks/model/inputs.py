@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from conformance.checks.model.loading import VllmModel, ensure_distributed, native_limit
+from conformance.core.vllms import current_label, impl_profile
 from conformance.inputs.media import SAMPLING_RATE, Media, audio_rate, make_items, mm_data
 from conformance.subjects import vllm
 from fixtures.recipe import Recipe
@@ -112,7 +113,9 @@ def impl_embed(model: Any, out: Any, device: str) -> dict[str, list]:
     # lazy: impl.encoder imports transformers (+0.8 s over what the check registry loads)
     import impl.encoder
 
-    return embed(out, device, lambda **kwargs: impl.encoder.embed_multimodal(model, **kwargs))
+    profile = impl_profile(current_label())  # the model checks compare impl only where one is
+    return embed(out, device, lambda **kwargs: impl.encoder.embed_multimodal(
+        model, profile=profile, **kwargs))
 
 
 def error_text(error: Exception) -> str:

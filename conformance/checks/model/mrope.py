@@ -44,6 +44,7 @@ from conformance.checks.model.references import (
     three_way,
 )
 from conformance.core.subjects import VLLM_BACKEND
+from conformance.core.vllms import current_label, impl_profile
 from conformance.inputs.media import Media
 from conformance.subjects.vllm import from_vllm_output
 from fixtures.recipe import Recipe
@@ -92,7 +93,8 @@ def feature_specs(out: Any) -> list[Any]:
 def impl_mrope(model: Any, out: Any) -> tuple[Any, int]:
     processed = from_vllm_output(out)
     return impl.mrope.mrope_input_positions(model, list(out["prompt_token_ids"]),
-                                            impl.mrope.features_of(processed))
+                                            impl.mrope.features_of(processed),
+                                            profile=impl_profile(current_label()))
 
 
 def compare_positions(expected: tuple[Any, int], actual: tuple[Any, int],

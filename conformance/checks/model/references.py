@@ -35,7 +35,8 @@ T = TypeVar("T")
 
 def subjects_compared() -> tuple[str, ...]:
     """The model checks' subjects on the vLLM under test: its backend, and impl on the HF model
-    where impl reproduces that vLLM's backend (vLLM 0.31.0's: `vllms.impl_reproduces`)."""
+    where impl reproduces that vLLM's backend (a release profile follows it:
+    `vllms.impl_reproduces`)."""
     return ("backend", "impl") if impl_reproduces(current_label()) else ("backend",)
 
 

@@ -67,9 +67,9 @@ def wrong_slice_dim() -> list[Any]:
     """Fields are cut along dimension 0, even behind a leading batch dimension (Idefics3)."""
     original = impl_pipeline().field_specs
 
-    def field_specs(processor: Any, hf_inputs: Any) -> Any:
+    def field_specs(processor: Any, hf_inputs: Any, **kwargs: Any) -> Any:
         return {key: dataclasses.replace(spec, dim=0)
-                for key, spec in original(processor, hf_inputs).items()}
+                for key, spec in original(processor, hf_inputs, **kwargs).items()}
 
     return [mock.patch("impl.pipeline.field_specs", field_specs)]
 
