@@ -71,11 +71,12 @@ def call_time_options(processor: Any) -> set[str]:
 
 def load_processor(path: str, options: Mapping[str, Any] | None = None) -> Any:
     """The checkpoint's processor under model-level `options`: those its `__call__` does not
-    take per call are construction arguments (the rest reach it with every call)."""
+    take per call are construction arguments (the rest, kwargs groups included, reach it with
+    every call)."""
     from transformers import AutoProcessor
 
     processor = AutoProcessor.from_pretrained(path)
-    dynamic = call_time_options(processor) if options else set()
+    dynamic = call_time_options(processor) | set(MODALITY_KWARGS) if options else set()
     construct = {k: v for k, v in (options or {}).items() if k not in dynamic}
     return AutoProcessor.from_pretrained(path, **construct) if construct else processor
 

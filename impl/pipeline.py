@@ -33,7 +33,8 @@ from impl.offsets import (
     record_replacements,
     replacement_token_ids,
 )
-from impl.release import DEFAULT, OFFSETS_ONLY, Profile
+from impl.options import call_options
+from impl.release import DEFAULT, OFFSETS_ONLY, OPTION_SCOPES, Profile
 from impl.replace import Replacement, expand_prompt
 from impl.types import Placeholder, ProcessedPrompt
 from impl.unpad import apply_unpad_images, unpad_audios
@@ -134,20 +135,36 @@ def reprocess_audios(
     hf_inputs.update(unpad_audios(hf_inputs, data.get("audio"), names, alone))
 
 
+def offsets_call_options(
+    model: ModelLevel, kwargs: Mapping[str, Any], request: Mapping[str, Any] | None,
+    added: Mapping[str, Any], *, profile: Profile = DEFAULT,
+) -> dict[str, Any]:
+    """The options of the Offsets path's processor calls: the options `added` for the call
+    (the videos' `do_sample_frames`), those given (`kwargs`), and untruncated text. From
+    `OPTION_SCOPES` on, the call's own options join the request's (`request`, None: none) below
+    them and all are merged over the model's: `kwargs`, merged already, are not read."""
+    if not profile.has(OPTION_SCOPES):
+        return {**added, **kwargs, "truncation": False}
+    layer = {**added, "truncation": False, **(request or {})}
+    return call_options(model.kwargs, layer, profile=profile)
+
+
 def offsets_hf_inputs(
     processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None,
     model: ModelLevel | None = None, *, profile: Profile = DEFAULT,
+    request: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Media processed beside a dummy prompt, with each item's replacement recorded; each
     image's rows counted at the `model` level (default: `processor` and `kwargs`). Videos
     carrying metadata pass it on, with their `do_sample_frames` as a call option that the
-    given options override."""
+    given options override (`offsets_call_options`; `request`: the request's own options)."""
     data: dict[str, Any] = processor_data(media)
     if not data:
         return {}
     model = model or ModelLevel(processor, kwargs)
     tokenizer = tokenizer_of(processor)
-    call_kwargs = {**split_video_metadata(data), **kwargs, "truncation": False}
+    call_kwargs = offsets_call_options(model, kwargs, request, split_video_metadata(data),
+                                       profile=profile)
     counts = {modality: len(items) for modality, items in media.items()}
     text = dummy_text(processor, counts, profile=profile, processor_kwargs=model.kwargs)
     if has_media := any(data.values()):
@@ -172,8 +189,9 @@ def offsets_hf_inputs(
         hf_inputs.pop("input_ids", None)
         return hf_inputs
     replacements = replacement_token_ids(tokenizer, entries)
+    # the rows are counted with the options of a call no request gave any to
     record_replacements(hf_inputs, replacements, model.processor, data.get("images"),
-                        model.kwargs, profile=profile)
+                        call_options(model.kwargs, {}, profile=profile), profile=profile)
     hf_inputs.pop("input_ids")
     return hf_inputs
 
@@ -209,9 +227,11 @@ def check_placeholder_counts(
 def processed_items(
     processor: Any, media: Media, kwargs: Mapping[str, Any], dtype: torch.dtype | None,
     model: ModelLevel | None = None, *, profile: Profile = DEFAULT,
+    request: Mapping[str, Any] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Per modality, each item's fields, its replacement ids among them."""
-    hf_inputs = offsets_hf_inputs(processor, media, kwargs, dtype, model, profile=profile)
+    hf_inputs = offsets_hf_inputs(processor, media, kwargs, dtype, model, profile=profile,
+                                  request=request)
     return split_items(hf_inputs, field_specs(processor, hf_inputs, profile=profile))
 
 
@@ -225,6 +245,7 @@ def cached_items(
     model: ModelLevel | None = None,
     *,
     profile: Profile = DEFAULT,
+    request: Mapping[str, Any] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """The items the cache holds, and the others processed together without them (and then
     stored), in the request's order."""
@@ -232,7 +253,8 @@ def cached_items(
     missing = {m: [item for item, hit in zip(items, found[m], strict=True) if hit is None]
                for m, items in media.items()}
     fresh = processed_items(processor, {m: its for m, its in missing.items() if its}, kwargs,
-                            dtype, model, profile=profile) if any(missing.values()) else {}
+                            dtype, model, profile=profile,
+                            request=request) if any(missing.values()) else {}
     merged: dict[str, list[dict[str, Any]]] = {}
     for modality, hits in found.items():
         new = iter(fresh.get(modality, []))
@@ -256,13 +278,15 @@ def run_offsets(
     model: ModelLevel | None = None,
     *,
     profile: Profile = DEFAULT,
+    request: Mapping[str, Any] | None = None,
 ) -> tuple[list[int], dict[str, list[Placeholder]], dict[str, list[dict[str, Any]]]]:
     counts = {modality: len(items) for modality, items in media.items()}
     if cache is None or hashes is None:
-        items = processed_items(processor, media, kwargs, dtype, model, profile=profile)
+        items = processed_items(processor, media, kwargs, dtype, model, profile=profile,
+                                request=request)
     else:
         items = cached_items(processor, media, kwargs, dtype, cache, hashes, model,
-                             profile=profile)
+                             profile=profile, request=request)
     tokenizer = tokenizer_of(processor)
     updates = bind_replacements(build_replacements(processor, tokenizer, items), counts)
     check_item_counts(items, counts)
@@ -373,7 +397,8 @@ def process(
                          "come from text_replacement_offsets on every transformers version")
     model = ModelLevel(processor, dict(processor_kwargs or {}))
     request = dict(request_kwargs or {})
-    kwargs = {**model.kwargs, **request}
+    # the request's options over the model's (`impl.options`: from OPTION_SCOPES, merged)
+    kwargs = call_options(model.kwargs, request, profile=profile)
     caller = processor if request_processor is None else request_processor
     media = parse_media(processor, mm_data, profile=profile, processor_kwargs=model.kwargs)
     prompt_ids = encode_prompt(tokenizer_of(processor), prompt)
@@ -381,7 +406,8 @@ def process(
     known = media_hashes(model_id, media, model.kwargs, request) if cache is not None else None
     if strategy == "offsets":
         expanded, placeholders, items = run_offsets(caller, prompt_ids, media, kwargs, dtype,
-                                                    cache, known, model, profile=profile)
+                                                    cache, known, model, profile=profile,
+                                                    request=request)
     else:
         expanded, placeholders, items = run_legacy(
             caller, prompt_ids, media, kwargs, config, dtype, model

@@ -8,8 +8,10 @@ first release impl reproduced, 0.31.0) and branch on `profile.has(STEP)`, so eac
 the step it reproduces.
 
 Steps are read off the backend's `model_executor/models/transformers/multimodal.py` of each
-release (0.31.0 -> 0.32.0 -> 0.33.0; 0.34.0 left that file as 0.33.0 had it). Checked against
-the backend itself by tests/impl/test_equivalence_vllm.py on the vLLMs of the default axis.
+release (0.31.0 -> 0.32.0 -> 0.33.0; 0.34.0 left that file as 0.33.0 had it), and off the
+shared processing its calls go through (`OPTION_SCOPES`: how processor options are merged).
+Checked against the backend itself by tests/impl/test_equivalence_vllm.py on the vLLMs of the
+default axis.
 """
 
 from __future__ import annotations
@@ -68,7 +70,18 @@ BATCH_ROWS = Step(
     "5.20.1) has its entries joined and cut by the items' patch counts.",
     "MultiModalMixin._process_vision_input")
 
-STEPS = (OFFSETS_ONLY, IMAGE_BUDGET, VIDEO, FEATURES_DICT, MROPE_EMBED_TYPES, BATCH_ROWS)
+OPTION_SCOPES = Step(
+    "option-scopes", "0.32.0",
+    "A request's processor options are merged over the model's key by key, each kwargs group "
+    "(`images_kwargs`, ...) on its own, nested mappings within, in the order model flat < "
+    "model group < request flat < request group; a flat option a group also holds is then "
+    "left out of what the processor is called with.",
+    "vllm.config.multimodal._merge_mm_processor_kwargs (MultiModalConfig."
+    "merge_mm_processor_kwargs), vllm.multimodal.processing.context."
+    "_resolve_mm_processor_kwargs (InputProcessingContext.get_merged_mm_kwargs)")
+
+STEPS = (OFFSETS_ONLY, IMAGE_BUDGET, VIDEO, FEATURES_DICT, MROPE_EMBED_TYPES, BATCH_ROWS,
+         OPTION_SCOPES)
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ class ImplSubject(CheckpointFiles):
         checkpoint)."""
         # lazy: impl.pipeline imports torch (+1.1 s), kept out of importing the subjects package
         import impl.pipeline
+        from impl.options import construction_options
 
         given = form_inputs(form, case.processor_kwargs, case.modality, self.path)
         case = replace(case, processor_kwargs=given.model)
@@ -79,7 +80,9 @@ class ImplSubject(CheckpointFiles):
         # impl's steps are looked up at call time, so a planted fault can stand in for them
         with planted(self.fault):
             processor = self.processor_for(case.processor_kwargs, folder)
-            merged = {**dict(case.processor_kwargs), **dict(request_kwargs or {})}
+            # what the backend builds a request's processor from (`impl.options`)
+            merged = construction_options(dict(case.processor_kwargs),
+                                          dict(request_kwargs or {}), profile=self.profile)
             request_processor = (self.processor_for(tuple(sorted(merged.items())), folder)
                                  if request_kwargs else None)
             if as_tokens:

@@ -166,10 +166,14 @@ def test_video_metadata_reaches_the_processor_only_where_it_samples() -> None:
     call = sampling.calls[-1]
     assert call["video_metadata"] == [{"fps": 2.0, "total_num_frames": 4}]
     assert call["do_sample_frames"] is False
-    # an option given for the call wins over the metadata's
+    # a request's option wins over the metadata's; the model's is merged under both
+    # (OPTION_SCOPES: the backend adds the metadata's to the request's options)
+    impl.process(sampling, "<video>", {"video": [(frames, metadata)]}, profile=NEW,
+                 request_kwargs={"do_sample_frames": True})
+    assert sampling.calls[-1]["do_sample_frames"] is True
     impl.process(sampling, "<video>", {"video": [(frames, metadata)]}, profile=NEW,
                  processor_kwargs={"do_sample_frames": True})
-    assert sampling.calls[-1]["do_sample_frames"] is True
+    assert sampling.calls[-1]["do_sample_frames"] is False
 
 
 def test_video_hashes_cover_the_metadata_kept() -> None:
