@@ -45,15 +45,32 @@ def _feed(digest: Any, value: Any) -> None:
         digest.update(f"value|{value!r}|".encode())
 
 
+# The option groups the HF processor reads for one modality alone
+MODALITY_SCOPES = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
+
+
+def request_factors(modality: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's options an item of `modality` is keyed by: all but the groups scoped to
+    another modality (its own group and every flat option reach its processing; another
+    modality's group cannot change it, so it does not split the cache)."""
+    own = MODALITY_SCOPES.get(modality)
+    if own is None:  # a modality with no group of its own: every option may reach it
+        return dict(request)
+    others = set(MODALITY_SCOPES.values()) - {own}
+    return {key: value for key, value in request.items() if key not in others}
+
+
 def media_hash(model_id: str, modality: str, item: Any, options: Mapping[str, Any],
                request: Mapping[str, Any] | None = None) -> str:
     """sha256 of the model, the modality, the input item, the model-level processor options
-    and the request's own (`request`: vLLM keys an item by the options its request gave, so
-    one cache never serves an item processed under other request options)."""
+    and the request's own that can reach the item (`request`: vLLM keys an item by the options
+    its request gave, so one cache never serves an item processed under other request options;
+    `request_factors`)."""
     digest = hashlib.sha256()
     digest.update(f"{model_id}\0{modality}\0".encode())
     _feed(digest, item)
     _feed(digest, dict(options))
+    request = request_factors(modality, request or {})
     if request:  # fed only when given: a request without options keeps the key it always had
         digest.update(b"request\0")
         _feed(digest, dict(request))

@@ -46,6 +46,11 @@ def test_media_hash_is_of_the_input_item_model_and_options() -> None:
     assert media_hash("m", "image", red, {"size": 2}, {}) == key
     assert media_hash("m", "image", red, {"size": 2}, {"size": 3}) != key
     assert media_hash("m", "image", red, {}, {"size": 2}) != media_hash("m", "image", red, {})
+    # another modality's option group cannot reach an image: as vLLM's `get_mm_hashes`, no split
+    assert media_hash("m", "image", red, {"size": 2}, {"videos_kwargs": {"fps": 1}}) == key
+    assert media_hash("m", "image", red, {"size": 2}, {"images_kwargs": {"size": 3}}) != key
+    assert media_hash("m", "video", audio, {}, {"images_kwargs": {"size": 3}}) == \
+        media_hash("m", "video", audio, {})
 
 
 def test_placeholder_from_mask() -> None:
