@@ -86,6 +86,19 @@ def test_a_verdict_after_an_unterminated_progress_line_is_still_read(tmp_path, m
     assert [v.status for v in got] == ["pass"]
 
 
+def test_a_worker_dead_before_reading_its_stdin_is_no_crash_of_the_run():
+    """Closing the stdin of a worker that exited without reading it flushes what is left in
+    the pipe's buffer into a broken pipe: the run reads the worker's exit instead (under load
+    a fake worker's quick exit raced the parent's writes)."""
+    import subprocess
+
+    process = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE, text=True)
+    process.wait()
+    process.stdin.write("x" * 10)  # buffered, not yet written
+    workers._close(process)  # no BrokenPipeError
+    assert process.stdin.closed or process.returncode == 0
+
+
 def test_an_unknown_fixture_is_an_error_cell_not_a_crash():
     import transformers
 

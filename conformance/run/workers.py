@@ -84,6 +84,17 @@ def _send(process: subprocess.Popen, message: object) -> None:
         pass
 
 
+def _close(process: subprocess.Popen) -> None:
+    """End the worker's stdin. A worker that died before reading it leaves the unsent lines
+    in the pipe's buffer, which closing flushes into the broken pipe: its exit is read below,
+    as `_send`'s is."""
+    assert process.stdin is not None
+    try:
+        process.stdin.close()
+    except OSError:
+        pass
+
+
 def work(cells: list[CellKey], launch: Launch) -> list[dict]:
     """What the worker is sent for `cells`: each one's work description, the run's fault with
     it where the fault reaches it (`Cell.of`)."""
@@ -113,7 +124,7 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
         _send(process, {"build": build})
     _send(process, work(cells, launch))
     if feed is None:
-        process.stdin.close()
+        _close(process)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_stream, args=(process, lines), daemon=True).start()
     recent: list[str] = []  # the worker's output since its last verdict: the next cell's
@@ -151,7 +162,7 @@ def run_worker(cells: list[CellKey], launch: Launch, env: Mapping[str, str], log
                     deadline = time.monotonic() + cell_timeout
                 else:
                     feed = None
-                    process.stdin.close()
+                    _close(process)
         elif START in line:
             current = CellKey(*json.loads(line[line.index(START) + len(START):]))
             deadline = time.monotonic() + cell_timeout
