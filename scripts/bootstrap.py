@@ -62,8 +62,10 @@ LEGACY_SKIPS = ["tests/conformance/test_judging.py", "tests/conformance/test_sea
 
 
 # ... and impl's equivalence with the backend again under the newest vLLM of the default axis, on
-# the newest transformers of its window: impl follows that release's profile (impl/release.py)
-IMPL_SUITES = ["tests/impl"]
+# the newest transformers of its window: impl follows that release's profile (impl/release.py);
+# with the planted faults of impl's steps (each case check's proof), proven on that profile too
+IMPL_SUITES = ["tests/impl",
+               "tests/conformance/test_faults.py::test_the_fault_a_case_check_declares_makes_it_fail"]
 IMPL_TIER = "vllm and not matrix and not slow"
 
 
@@ -313,7 +315,7 @@ def run_default_tests(python: Path, env: dict[str, str]) -> int:
          [str(python.parent / "conformance"), "exec", "--transformers", LEGACY_VERSION, "--",
           *pytest, "-m", FAST_TIER, *LEGACY_SUITES,
           *(f"--ignore={path}" for path in LEGACY_SKIPS)]),
-        ("impl tier: the newest vLLM of the default axis, impl's equivalence with its backend",
+        ("impl tier: the newest vLLM of the default axis, impl against its backend",
          [str(python.parent / "conformance"), "exec", "--vllm", "newest", "--",
           *pytest, "-m", IMPL_TIER, *IMPL_SUITES]),
     ]
