@@ -14,9 +14,18 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import backend_compare as compare
 import numpy as np
 import pytest
 import torch
+from backend_compare import (
+    assert_same,
+    every_fixture,
+    outcome,
+    run_backend,
+    same_value,
+    transformers_version,
+)
 from impl_fakes import (
     BatchDimProcessor,
     CroppingProcessor,
@@ -69,64 +78,9 @@ def processor_base(mm: Any) -> type:
     return getattr(mm, "_MultiModalProcessorBase", mm.MultiModalProcessor)
 
 
-def run_backend(processor: Any, prompt: str | list[int], mm_data: dict) -> tuple:
-    from conformance.subjects.vllm import placeholder_from_range
-
-    out = processor(prompt, processor.info.parse_mm_data(mm_data, validate=False))
-    placeholders = {
-        modality: tuple(
-            as_tuple(placeholder_from_range(r.offset, r.length, r.is_embed)) for r in ranges
-        )
-        for modality, ranges in out["mm_placeholders"].items()
-    }
-    items = {
-        modality: [{key: elem.data for key, elem in item.items()} for item in modality_items]
-        for modality, modality_items in out["mm_kwargs"].items()
-    }
-    return list(out["prompt_token_ids"]), placeholders, items
-
-
 def run_impl(processor: Any, prompt: str | list[int], mm_data: dict, **kwargs: Any) -> tuple:
-    result = impl.process(processor, prompt, mm_data, profile=PROFILE, **kwargs)
-    placeholders = {m: tuple(as_tuple(p) for p in ps) for m, ps in result.placeholders.items()}
-    return list(result.prompt_ids), placeholders, result.item_fields
-
-
-def as_tuple(placeholder: Any) -> tuple[int, int, tuple[int, ...]]:
-    return placeholder.offset, placeholder.length, tuple(placeholder.embed_positions)
-
-
-def same_value(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (
-            isinstance(a, torch.Tensor)
-            and isinstance(b, torch.Tensor)
-            and a.dtype == b.dtype
-            and a.shape == b.shape
-            and torch.equal(a, b)
-        )
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
-def assert_same(expected: tuple, actual: tuple) -> None:
-    assert actual[0] == expected[0], "prompt ids differ"
-    assert actual[1] == expected[1], "placeholders differ"
-    assert set(actual[2]) == set(expected[2])
-    for modality, items in expected[2].items():
-        assert len(actual[2][modality]) == len(items)
-        for theirs, mine in zip(items, actual[2][modality], strict=True):
-            assert set(mine) == set(theirs), f"{modality} field names differ"
-            for key in theirs:
-                assert same_value(theirs[key], mine[key]), f"{modality}.{key} differs"
-
-
-def outcome(run: Any) -> tuple | type[BaseException]:
-    try:
-        return run()
-    except Exception as error:  # the exception type is what has to match
-        return type(error)
+    """impl's output, under the imported backend's profile."""
+    return compare.run_impl(processor, prompt, mm_data, profile=PROFILE, **kwargs)
 
 
 # --- the llava checkpoint ------------------------------------------------------------------
@@ -393,18 +347,6 @@ def fixture_backend(name: str) -> Any:
         if known is None:
             raise
         pytest.xfail(known.id)  # the finding id: one line in the summary
-
-
-def transformers_version() -> str:
-    import transformers
-
-    return transformers.__version__
-
-
-def every_fixture() -> list[str]:
-    from fixtures.registry import available_recipes
-
-    return list(available_recipes())
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -10,12 +10,12 @@ both. Passing on vLLM 0.31.0 and on 0.34.0 checks both sides of each release ste
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import torch
+from backend_compare import outcome
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from impl import encoder
@@ -57,13 +57,6 @@ def backend_host(mm: Any, model: Any) -> Any:
     host = host_class()
     host.model = model
     return host
-
-
-def outcome(run: Callable[[], Any]) -> Any:
-    try:
-        return run()
-    except Exception as error:  # the exception type is what has to match
-        return type(error)
 
 
 def same(a: Any, b: Any) -> bool:

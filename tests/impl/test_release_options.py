@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from backend_compare import outcome, same_value
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -175,13 +176,6 @@ def backend_and_path() -> tuple[Any, str]:
                                    options=tuple(MODEL.items())), path
 
 
-def outcome(run: Any) -> Any:
-    try:
-        return run()
-    except Exception as error:  # the exception type is what has to match
-        return type(error)
-
-
 @pytest.mark.parametrize("size", [(64, 64), (400, 100)], ids=["square", "wide"])
 def test_gemma3_scoped_request_option(size: tuple[int, int]) -> None:
     """The flat model option and the request's scoped one: on 0.31.0 both reach the HF
@@ -221,14 +215,3 @@ def test_gemma3_scoped_request_option(size: tuple[int, int]) -> None:
             assert set(actual) == set(expected)
             for key, value in expected.items():
                 assert same_value(value, actual[key]), f"{modality}.{key} differs"
-
-
-def same_value(a: Any, b: Any) -> bool:
-    import torch
-
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-                and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b))
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
