@@ -1,4 +1,4 @@
-"""Config variants (fixtures/variants.py): each builds as a fixture of its own, sets what it
+"""Config variants (fixtures/variants/): each builds as a fixture of its own, sets what it
 says, leaves every fixture's cache key alone, and changes something a reader can see."""
 
 import json
@@ -10,8 +10,10 @@ from fixtures.build import ROOT, build_sources, recipe_digest
 from fixtures.registry import available_recipes
 from fixtures.registry import get_recipe as base_recipe
 from fixtures.variants import (
+    NO_VARIANT,
     VARIANTS,
     build_fixture,
+    check,
     digest,
     get_recipe,
     get_variant,
@@ -43,12 +45,18 @@ def test_a_variant_is_its_base_recipe_renamed():
         get_recipe("llava~nope")
 
 
-def test_no_fixture_is_built_from_the_variants_module():
+def test_every_fixture_has_a_variant_or_a_written_reason_it_has_none():
+    assert check() == []
+    assert set(VARIANTS) | set(NO_VARIANT) == set(available_recipes())
+
+
+def test_no_fixture_is_built_from_the_variants_package():
     # a fixture's cache key hashes the modules it is built from: editing a variant must never
     # change a fixture's key (nor rebuild it)
-    variants = ROOT / "fixtures" / "variants.py"
+    package = ROOT / "fixtures" / "variants"
     for name in available_recipes():
-        assert variants not in build_sources(f"fixtures.recipes.{name}", "fixtures.build"), name
+        sources = build_sources(f"fixtures.recipes.{name}", "fixtures.build")
+        assert not any(package in path.parents for path in sources), name
         assert digest(name, "tiny") == recipe_digest(base_recipe(name), "tiny")
 
 

@@ -133,7 +133,7 @@ def kernel_builds(under_test: dict, device: str) -> dict[str, str]:
 
 def selected_fixtures(given: str | None, variants: bool) -> tuple[str, ...]:
     """`--fixtures` (default: every fixture), and with `--variants` every config variant of
-    those (`llava~full`, fixtures/variants.py) after them; a variant is named like a fixture."""
+    those (`llava~full`, fixtures/variants/) after them; a variant is named like a fixture."""
     fixtures = csv(given) or available_recipes()
     return tuple(dict.fromkeys((*fixtures, *variant_names(fixtures)))) if variants else fixtures
 

@@ -129,7 +129,7 @@ class Finding:
 
 
 def _names(fixture: str) -> tuple[str, ...]:
-    """A config variant (`llava~full`, fixtures/variants.py) answers to its own name and to its
+    """A config variant (`llava~full`, fixtures/variants/) answers to its own name and to its
     base fixture's: the base's findings hold for its variants (the same architecture and
     processor), and a finding of the variant alone names the variant."""
     base = fixture.partition("~")[0]

@@ -3,7 +3,7 @@ score the same image prompt (vLLM, transformers and torch only).
 
     python config_variants.py CHECKPOINT PROMPT
 
-For the config variants of fixtures/variants.py (issue #33): a fixture built with a few config
+For the config variants of fixtures/variants/ (issue #33): a fixture built with a few config
 fields set as a published checkpoint sets them. The harness builds one and prints its folder
 (`conformance fixtures build --fixtures llava~saved`); this script reads the folder alone.
 fp32 on CPU, one seeded 56x40 image; each vLLM implementation runs in a child process of its
