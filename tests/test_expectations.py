@@ -108,6 +108,21 @@ def test_a_drift_is_known_only_within_the_bound_its_finding_states():
                  exhaustive=False).status == "fail"
 
 
+def test_a_drift_bound_may_name_a_variant_and_holds_for_it_alone():
+    from conformance.expectations import parse
+
+    found = parse({"id": "d", "title": "t", "reason": "r", "fixtures": ["gemma3", "gemma3~x"],
+                   "evidence": {"model": ["token 1"]},
+                   "drift": {"model": 0.04, "model@gemma3~x": 0.1}})
+    observed = "logprob of token 1 native 0 vs backend 0 (off by 9.0e-02, fp32 bound 1e-05)"
+    assert found.shown_by("model", observed, "gemma3~x")
+    assert not found.shown_by("model", observed, "gemma3")
+    assert not found.shown_by("model", observed.replace("9.0e-02", "0.2"), "gemma3~x")
+    with pytest.raises(ValueError, match="drift 'model@llava' names a fixture"):
+        parse({"id": "d", "title": "t", "reason": "r", "fixtures": ["gemma3"],
+               "evidence": {}, "drift": {"model@llava": 0.1}})
+
+
 def test_findings_are_bounded_by_version():
     def finding(version: str) -> str | None:
         found = expectations.applicable("gemma3", "processing", version, "vllm-backend")
