@@ -42,7 +42,8 @@ def one_line(error: BaseException) -> str:
 
 
 hf = transformers.AutoProcessor.from_pretrained(path)
-prompt = "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n<|image|>What is this?<|eot_id|>"
+prompt = ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
+          "<|image|>What is this?<|eot_id|>")
 inputs = hf(text=prompt, images=[image], return_tensors="pt", add_special_tokens=False)
 shapes = {k: tuple(v.shape) for k, v in inputs.items()}
 ids = inputs["input_ids"][0].tolist()
