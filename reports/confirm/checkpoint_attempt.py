@@ -61,9 +61,12 @@ CHECKPOINTS: dict[str, tuple[str, dict]] = {
 # config class says so), not under text_config
 FLAT = {"dots3_note"}
 # processor parts the auto mappings do not name for a model type, by the class its processor
-# takes (its processing module's own import)
+# takes (its processing module's own import); "processor": the processor class itself
 PARTS: dict[str, dict[str, str]] = {
     "nemotron_h_omni": {"feature_extractor": "ParakeetFeatureExtractor"},
+    # no processor of its own (processing_auto names none): its modeling docstring processes
+    # with Qwen3-VL's AutoProcessor, and its image and video processors are Qwen3-VL's
+    "cosmos3_omni": {"processor": "Qwen3VLProcessor"},
     # DiffusionGemma's processor is Gemma 4's (processing_auto), and so are its parts
     "diffusion_gemma": {"image_processor": "Gemma4ImageProcessor",
                         "feature_extractor": "Gemma4AudioFeatureExtractor",
@@ -199,7 +202,8 @@ def processor_files(model_type: str, folder: str) -> list[str]:
             del parts[key]
             made.append(f"{type(part).__name__} not saved: {message(error)[:120]}")
     named = dict(NAMED)
-    name = processing_auto.PROCESSOR_MAPPING_NAMES.get(owner)
+    name = PARTS.get(model_type, {}).get("processor") or \
+        processing_auto.PROCESSOR_MAPPING_NAMES.get(owner)
     for _ in range(8):  # a processor asking its tokenizer for a named token it lacks gets it
         tokens = SPECIAL + [t for t in named.values() if t not in SPECIAL]
         vocab = {token: i for i, token in enumerate(tokens + [f"w{i}" for i in range(200)])}
