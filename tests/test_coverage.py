@@ -5,6 +5,7 @@ import pytest
 from conformance.cli.coverage import TABLE_DOC, fixtures_by_architecture, table, table_doc
 from conformance.expectations import coverage as catalogue
 from conformance.inputs.coverage import BACKEND_ONLY, FALLBACK, NATIVE
+from fixtures.registry import get_recipe
 
 
 def candidate(model_type, architecture, vllm=NATIVE, moe=False):
@@ -101,7 +102,8 @@ def test_the_probe_reads_transformers_and_vllms_registry():
     # the environment's transformers (5.17.0) and vLLM (0.31.0): the facts the issue measured
     from conformance.inputs.coverage import probe
 
-    found = {c["architecture"]: c for c in probe()["candidates"]}
+    here = probe()
+    found = {c["architecture"]: c for c in here["candidates"]}
     for backend_only in ("Emu3ForConditionalGeneration", "HunYuanVLForConditionalGeneration",
                          "VibeVoiceAsrForConditionalGeneration"):
         assert found[backend_only]["vllm"] == BACKEND_ONLY
@@ -110,18 +112,13 @@ def test_the_probe_reads_transformers_and_vllms_registry():
     assert found["Qwen3VLMoeForConditionalGeneration"]["moe"]
     assert not found["Qwen3VLForConditionalGeneration"]["moe"]
     assert found["T5Gemma2ForConditionalGeneration"]["encoder_decoder"]
-    # every fixture's architecture this version has is a candidate: coverage is measured
-    # against the same list (a recipe's min_transformers above it: not shipped here)
-    import transformers
-
-    from fixtures.registry import get_recipe
-
+    # every fixture's architecture this version ships is a candidate: coverage is measured
+    # against the same list (a fixture of a newer architecture, omniasr from 5.25, is n/a here)
     shipped = {architecture for architecture, names in fixtures_by_architecture().items()
-               if any(get_recipe(name).supports(transformers.__version__) for name in names)}
+               if any(get_recipe(name).supports(here["transformers"]) for name in names)}
     assert shipped <= set(found)
     # and the recorded probe of this version is what the probe says now
     recorded = {p["transformers"]: p for p in catalogue.read_snapshot()}
-    here = probe()
     if here["transformers"] in recorded:
         assert recorded[here["transformers"]] == here, "run `conformance coverage --write`"
 

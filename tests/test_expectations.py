@@ -557,7 +557,8 @@ def test_upstream_and_confirmed_by_load():
     assert expectations.get("backend-no-item-limit").confirmed_by == (
         "reports/confirm/item_limits.py",)
     assert expectations.get("audioflamingo3-budget-below-long-audio").confirmed_by == (
-        "reports/confirm/profiling_budgets.py", "reports/confirm/dummy_data.py")
+        "reports/confirm/profiling_budgets.py", "reports/confirm/dummy_data.py",
+        "reports/confirm/glmasr_backend.py")
     assert expectations.get("voxtral-backend-processor-not-loaded").upstream == (
         "https://github.com/vllm-project/vllm/pull/49958",)
     # none recorded: both empty, never a guess
