@@ -1,13 +1,16 @@
-"""DeepSeek-VL and Janus(-Pro) through vLLM's Transformers backend, with vLLM and transformers
-only (vLLM has no native model for either: the HF model is the only other implementation).
+"""DeepSeek-VL (and its hybrid, the 7B) and Janus(-Pro) through vLLM's Transformers backend, with
+vLLM and transformers only (vLLM has no native model for any: the HF model is the only other
+implementation).
 
     .venv/bin/conformance exec --transformers 5.17.0 -- \
         .venv/bin/python reports/confirm/deepseek_backend.py CHECKPOINT
 
-CHECKPOINT: deepseek-community/deepseek-vl-1.3b-chat or deepseek-community/Janus-Pro-1B, or
-this project's tiny deepseek_vl or janus fixture built under the same transformers version.
+CHECKPOINT: deepseek-community/deepseek-vl-1.3b-chat, deepseek-community/deepseek-vl-7b-chat or
+deepseek-community/Janus-Pro-1B, or this project's tiny deepseek_vl, deepseek_vl_hybrid or janus
+fixture built under the same transformers version.
 The prompt holds two adjacent images (the processor's own `image_token` twice). Readings (the
-processor is whatever AutoProcessor loads: DeepseekVLProcessor or JanusProcessor):
+processor is whatever AutoProcessor loads: DeepseekVLProcessor, DeepseekVLHybridProcessor or
+JanusProcessor):
 1. what the HF processor returns when asked, as the backend's Legacy path (transformers < 5.15)
    and the harness's HF reference ask, for `return_mm_token_type_ids=True`: whether
    mm_token_type_ids is there, the processor's `image_token_id` (what ProcessorMixin's
