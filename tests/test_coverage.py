@@ -66,6 +66,23 @@ def test_a_new_candidate_or_a_stale_entry_is_named():
                                every_version=False)["stale"] == ["llava (has a fixture)"]
 
 
+def test_a_model_type_sharing_a_fixtures_class_under_its_own_config_is_not_covered():
+    # pp_chart2table: GotOcr2ForConditionalGeneration under a config AutoModel does not map
+    probes = [{"transformers": "5.25.0", "candidates": [
+        candidate("got_ocr2", "GotForX"), candidate("pp", "GotForX"),
+        candidate("other", "OtherForX")]}]
+    entry = catalogue.Unservable("pp", "r", "E", "README.md", shares_class_with="got_ocr2")
+    wrong = catalogue.Unservable("other", "r", "E", "README.md", shares_class_with="got_ocr2")
+    known = catalogue.Catalogue(frozenset(), {"pp": entry, "other": wrong})
+    fixtures = {"GotForX": ["got_ocr2"]}
+    assert known.covers("got_ocr2", "GotForX", fixtures) == ["got_ocr2"]
+    assert known.covers("pp", "GotForX", fixtures) == []
+    assert catalogue.uncovered(probes, fixtures, known) == {
+        "missing": [], "stale": ["other (shares_class_with names no fixture of its class)"]}
+    row = [line for line in table(probes, fixtures, known) if line.startswith("| pp |")][0]
+    assert "unservable: r" in row
+
+
 @pytest.mark.parametrize("entry, says", [
     ('model_type = "x"\nreason = "r"\nevidence = ""\nconfirmed_by = "README.md"',
      "x: unservable needs its reason and the evidence of a real attempt"),

@@ -67,7 +67,7 @@ def summary_line(rows: dict[str, dict[str, Any]], fixtures: dict[str, list[str]]
                  known: catalogue.Catalogue) -> str:
     """The counts under both tables: model types, with a fixture, planned, unservable, by
     vLLM's route, with experts."""
-    covered = sum(1 for r in rows.values() if r["architecture"] in fixtures)
+    covered = sum(1 for t, r in rows.items() if known.covers(t, r["architecture"], fixtures))
     return (f"{len(rows)} model types; {covered} with a fixture, "
             f"{sum(known.status(t) == catalogue.PLANNED for t in rows)} planned, "
             f"{sum(known.status(t) == catalogue.UNSERVABLE for t in rows)} unservable; "
@@ -99,9 +99,9 @@ def readme_table(probes: list[dict[str, Any]], fixtures: dict[str, list[str]],
     rows = model_rows(probes)
     by_route: dict[str, list[str]] = {}
     for model_type, row in sorted(rows.items()):
-        if row["architecture"] not in fixtures:
+        names = known.covers(model_type, row["architecture"], fixtures)
+        if not names:
             continue
-        names = fixtures[row["architecture"]]
         first = next(v for v in versions if v in row["in"])
         notes = ([f"fixture{'s' if len(names) > 1 else ''} {', '.join(names)}"]
                  if names != [model_type] else [])
@@ -128,8 +128,8 @@ def readme_with(text: str, lines: list[str]) -> str:
 
 def fixture_cell(model_type: str, architecture: str, fixtures: dict[str, list[str]],
                  known: catalogue.Catalogue) -> str:
-    if architecture in fixtures:
-        return ", ".join(fixtures[architecture])
+    if names := known.covers(model_type, architecture, fixtures):
+        return ", ".join(names)
     status = known.status(model_type)
     if status == catalogue.UNSERVABLE:
         return f"unservable: {known.unservable[model_type].reason}"
