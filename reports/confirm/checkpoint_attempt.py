@@ -4,12 +4,12 @@
 
     python checkpoint_attempt.py MODEL_TYPE [MODEL_TYPE...]
 
-reports/confirm/coverage_attempt.py's attempt, with the config of the checkpoint each model
-type's transformers sources name (`CHECKPOINTS`: the checkpoint of the config class's
-`auto_docstring`, and the fields its config.json sets where transformers' defaults leave them
-unset or differ from it, each from transformers' own sources: the config class's docstring and
-its __post_init__, the modeling code; none compared with the hub files, which are out of reach
-here) in place of transformers' bare defaults. For each model type:
+reports/confirm/coverage_attempt.py's attempt (its helpers imported from it), with the config
+of the checkpoint each model type's transformers sources name (`CHECKPOINTS`: the checkpoint of
+the config class's `auto_docstring`, and the fields its config.json sets where transformers'
+defaults leave them unset or differ from it, each from transformers' own sources: the config
+class's docstring and its __post_init__, the modeling code; none compared with the hub files,
+which are out of reach here) in place of transformers' bare defaults. For each model type:
 1. `config`: vLLM's `ModelConfig(model=FOLDER, model_impl="transformers")` (the processor as
    the classes' defaults make it, a word-level tokenizer), which resolves the architecture to
    one of the backend's classes;
@@ -29,6 +29,18 @@ import traceback
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
+# the generic attempt's pieces this attempt shares as they are (its script beside this one)
+from coverage_attempt import (  # noqa: E402
+    NAMED,
+    SPECIAL,
+    architecture,
+    control,
+    distributed,
+    hf_control,
+    message,
+    unmasked,
+    where,
+)
 
 # model type -> (the checkpoint its config class's docstring names, the fields its config.json
 # sets where transformers' defaults differ; a nested dict updates that sub-config's defaults)
@@ -93,67 +105,12 @@ def checkpoint_kwargs(model_type: str) -> dict:
             and isinstance(default.get(key), dict) else value for key, value in fields.items()}
 
 
-def architecture(model_type: str) -> str | None:
-    from transformers.models.auto import modeling_auto as auto
-
-    for mapping in (auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
-                    auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES,
-                    auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
-                    auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES):
-        names = mapping.get(model_type)
-        if names:
-            return names if isinstance(names, str) else names[0]
-    return None
-
-
-def where(error: BaseException) -> str:
-    """The innermost frame of vLLM or transformers the error came through."""
-    frames = traceback.extract_tb(error.__traceback__)
-    for frame in reversed(frames):
-        for package in ("vllm", "transformers"):
-            marker = f"/{package}/"
-            if marker in frame.filename:
-                return f"{package}/{frame.filename.rsplit(marker, 1)[1]}:{frame.lineno}"
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-
-
 def vllm_frame(error: BaseException) -> str:
     """The innermost frame of vLLM's own code the error came through (what read the field)."""
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
         if "/vllm/" in frame.filename and "/pydantic" not in frame.filename:
             return f"vllm/{frame.filename.rsplit('/vllm/', 1)[1]}:{frame.lineno} ({frame.name})"
     return ""
-
-
-def message(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {' '.join(str(error).split())}"[:400]
-    cause = error.__cause__ or error.__context__
-    if cause is not None and str(cause) and str(cause) not in text:
-        text += f" (from {type(cause).__name__}: {' '.join(str(cause).split())[:200]})"
-    return text
-
-
-# The named special tokens processors read off their tokenizer (`tokenizer.image_token`,
-# `tokenizer.boi_token_id`, ...), each a word of the attempt's tokenizer
-NAMED = {"image_token": "<image>", "video_token": "<video>", "audio_token": "<audio>",
-         "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
-         "image_start_token": "<image_start>", "image_end_token": "<image_end>",
-         "start_image_token": "<img>", "end_image_token": "</img>",
-         "image_context_token": "<IMG_CONTEXT>", "audio_bos_token": "<|audio_bos|>",
-         "audio_eos_token": "<|audio_eos|>", "vision_bos_token": "<|vision_start|>",
-         "vision_eos_token": "<|vision_end|>", "begin_of_audio_token": "<begin_of_audio>",
-         "end_of_audio_token": "<end_of_audio>", "image_break_token": "[IMG_BREAK]",
-         "image_end_token_id_token": "[IMG_END]", "fake_image_token": "<fake_token_around_image>",
-         "global_image_token": "<global-img>", "boa_token": "<start_of_audio>",
-         "eoa_token": "<end_of_audio>", "slice_start_token": "<slice>",
-         "slice_end_token": "</slice>", "video_start_token": "<video_start>",
-         "video_end_token": "<video_end>", "context_image_token": "<context_image>",
-         "unk_image_token": "<unk_image>", "im_start_token": "<im_start>",
-         "im_end_token": "<im_end>"}
-SPECIAL = ["<unk>", "<s>", "</s>", "<pad>", "<|image_pad|>", "<|video_pad|>", "<|audio_pad|>",
-           "<image_soft_token>", "<|image|>", "<|AUDIO|>", "<row_1_col_1>", "[IMG]",
-           "<|begin_of_image|>", "<|end_of_image|>", "<|placeholder|>",
-           *dict.fromkeys(NAMED.values())]
 
 
 def processor_files(model_type: str, folder: str) -> list[str]:
@@ -241,22 +198,6 @@ def processor_files(model_type: str, folder: str) -> list[str]:
     return made
 
 
-def distributed() -> None:
-    """One process's groups, as an engine's single worker makes them (no model in the config
-    current at set-up, so the expert-parallel group is made too)."""
-    import torch
-    from vllm.config import VllmConfig, set_current_vllm_config
-    from vllm.distributed import parallel_state
-
-    if parallel_state.model_parallel_is_initialized():
-        return
-    with set_current_vllm_config(VllmConfig()):
-        if not torch.distributed.is_initialized():
-            store = f"file://{tempfile.mkdtemp(prefix='attempt-dist-')}/store"
-            parallel_state.init_distributed_environment(1, 0, store, 0, "gloo")
-        parallel_state.initialize_model_parallel(1, 1)
-
-
 def attempt(model_type: str) -> dict:
     import torch
     import transformers
@@ -320,47 +261,6 @@ def attempt(model_type: str) -> dict:
         out.update(error=message(origin if origin is not error else error),
                    raised_in=where(origin or error), vllm_frame=vllm_frame(origin or error))
     return out
-
-
-def hf_control(folder: str) -> str:
-    """The control: transformers' own generative class built from the same config, on the meta
-    device, in a process of its own (one that never imported vLLM, whose custom ops some
-    transformers modules pick up once it is). "yes", or the error: a config that transformers
-    itself cannot build makes the attempt say nothing about the backend."""
-    import subprocess
-
-    got = subprocess.run([sys.executable, __file__, "--control", folder], capture_output=True,
-                         text=True, timeout=600)
-    return (got.stdout.strip().splitlines() or [f"no: exit {got.returncode}: "
-                                                f"{got.stderr.strip()[-200:]}"])[-1]
-
-
-def control(folder: str) -> str:
-    import torch
-    import transformers
-
-    try:
-        config = transformers.AutoConfig.from_pretrained(folder)
-        with torch.device("meta"):
-            getattr(transformers, config.architectures[0])._from_config(config)
-        return "yes"
-    except Exception as error:  # noqa: BLE001
-        return f"no: {message(error)[:300]} ({where(error)})"
-
-
-def unmasked(model_class: type) -> type:
-    inner = model_class._pre_trained_model_classes.func
-
-    def classes(self):  # noqa: ANN001, ANN202
-        if "_classes" not in self.__dict__:
-            try:
-                self.__dict__["_classes"] = inner(self)
-            except AttributeError as error:
-                raise RuntimeError(f"(unmasked) {message(error)}") from error
-        return self.__dict__["_classes"]
-
-    return type(model_class.__name__, (model_class,),
-                {"_pre_trained_model_classes": property(classes)})
 
 
 if __name__ == "__main__":
