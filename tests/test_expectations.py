@@ -562,7 +562,7 @@ def test_upstream_and_confirmed_by_load():
     assert expectations.get("voxtral-backend-processor-not-loaded").upstream == (
         "https://github.com/vllm-project/vllm/pull/49958",)
     # none recorded: both empty, never a guess
-    none = expectations.get("qwen3-vl-deepstack-dropped")
+    none = expectations.get("offsets-bare-assert")
     assert none.upstream == () and none.confirmed_by == ()
     issue = "https://github.com/huggingface/transformers/issues/41749"
     assert _finding(upstream=[issue]).upstream == (issue,)
