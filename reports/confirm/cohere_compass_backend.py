@@ -39,7 +39,8 @@ reproduced = False
 
 def raised(error: Exception) -> str:
     frame = traceback.extract_tb(error.__traceback__)[-1]
-    where = f"{frame.filename.split('site-packages/')[-1].split('+torch2.13.0/')[-1]}:{frame.lineno}"
+    name = frame.filename.split("site-packages/")[-1].split("+torch2.13.0/")[-1]
+    where = f"{name}:{frame.lineno}"
     return f"{type(error).__name__}: {error} at {where} ({frame.line})"
 
 
