@@ -69,9 +69,10 @@ def main(path: str) -> None:
     for key, mapped in unplaced[:4]:
         print(f"     {key} -> {mapped}")
     module = unplaced[0][1].rsplit(".", 2)[0] if unplaced else None
+    layer = sorted({n.split('.')[4] for n in names
+                    if n.startswith('model.vision_tower.layers.0.')})
     print(f"   the backend's load_weights meets {module!r} first: no such module in the model "
-          f"(its layer holds {sorted({n.split('.')[4] for n in names if n.startswith('model.vision_tower.layers.0.')})})"
-          if module else "   every key is placed")
+          f"(its layer holds {layer})" if module else "   every key is placed")
 
     # the backend's load_weights: vLLM's AutoWeightsLoader over a module holding the built model
     # (on the meta device) with the backend's mapper, fed the checkpoint's tensors
