@@ -127,6 +127,26 @@ def test_unknown_fixture_is_a_clear_error():
         get_recipe("nope")
 
 
+def test_a_tekken_only_checkpoint_gets_the_mistral_tokenizer(tmp_path):
+    """A Transformers-format folder whose tokenizer is only tekken.json (Voxtral Realtime) is
+    served by both implementations with tokenizer_mode "mistral"; one with tokenizer.json, or
+    with the Mistral-format half too, is not."""
+    from conformance.subjects import vllm as oracle
+
+    for name in ("config.json", "tekken.json", "model.safetensors"):
+        (tmp_path / name).write_text("{}")
+    for impl in ("vllm", "transformers"):
+        assert oracle.checkpoint_format(str(tmp_path), impl) == {"tokenizer_mode": "mistral"}
+        assert oracle.load_options(str(tmp_path), impl) == {}
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert oracle.checkpoint_format(str(tmp_path), "transformers") == {}
+    (tmp_path / "tokenizer.json").unlink()
+    for name in ("params.json", "consolidated.safetensors"):
+        (tmp_path / name).write_text("{}")
+    assert oracle.checkpoint_format(str(tmp_path), "transformers")["config_format"] == "hf"
+    assert "tokenizer_mode" not in oracle.checkpoint_format(str(tmp_path), "transformers")
+
+
 @pytest.mark.vllm
 def test_voxtral_mistral_half_serves_native_vllm():
     """The Mistral-format half (params.json, consolidated.safetensors) is what vLLM's native

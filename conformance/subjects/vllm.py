@@ -53,10 +53,19 @@ def checkpoint_format(path: str, impl: str) -> dict[str, str]:
     Transformers one, as mistralai/Voxtral-Mini-3B-2507 holds: vLLM would pick the Mistral half
     for both. Native vLLM reads it (with mistral-common's tokenizer); the backend serves the
     Transformers half, so it is told to.
+
+    A Transformers-format folder whose only tokenizer is Mistral's tekken.json (no
+    tokenizer.json), as mistralai/Voxtral-Mini-4B-Realtime-2602 holds: its processor takes
+    only transformers' MistralCommonBackend, which vLLM passes it with tokenizer_mode
+    "mistral" (with its default mode the processor does not load), so both are told to.
     """
     folder = Path(path)
     if not all((folder / name).is_file()
                for name in ("params.json", "consolidated.safetensors", "config.json")):
+        if ((folder / "config.json").is_file() and (folder / "tekken.json").is_file()
+                and not (folder / "tokenizer.json").is_file()
+                and not (folder / "params.json").is_file()):
+            return {"tokenizer_mode": "mistral"}
         return {}
     if impl == NATIVE:
         return {"tokenizer_mode": "mistral", "config_format": "mistral", "load_format": "mistral"}
