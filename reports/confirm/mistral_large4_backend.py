@@ -50,7 +50,7 @@ with torch.no_grad():
     logits = model(**inputs).logits[0, -1].float().log_softmax(-1)
 top = logits.topk(5)
 print("   HF top-5 next-token logprobs:",
-      {int(t): round(float(v), 5) for t, v in zip(top.indices, top.values)})
+      {int(t): round(float(v), 5) for t, v in zip(top.indices, top.values, strict=True)})
 del model
 gc.collect()
 

@@ -38,8 +38,9 @@ out = processor(text=PROMPT, images=[image], return_mm_token_type_ids=True,
                 return_text_replacement_offsets=True)
 ids = list(out["input_ids"][0])
 marked = [i for i, t in enumerate(out["mm_token_type_ids"][0]) if t == 1]
+kinds = sorted({processor.tokenizer.convert_ids_to_tokens(ids[i]) for i in marked})
 print(f"1. HF: {len(ids)} ids; mm_token_type_ids marks positions {marked[0]}..{marked[-1]} "
-      f"({len(marked)}: {sorted({processor.tokenizer.convert_ids_to_tokens(ids[i]) for i in marked})})")
+      f"({len(marked)}: {kinds})")
 offsets = out.get("text_replacement_offsets")
 print(f"   text_replacement_offsets: {offsets}")
 toks = processor.tokenizer.convert_ids_to_tokens(ids)
@@ -53,12 +54,13 @@ model_config = ModelConfig(model=path, model_impl="transformers", dtype="float32
 print("2. class:", model_config.architecture)
 mm_processor = MULTIMODAL_REGISTRY.create_processor(model_config)
 result = mm_processor(PROMPT, mm_processor.info.parse_mm_data({"image": [image]}))
+token = processor.tokenizer.convert_ids_to_tokens
+prompt_ids = result["prompt_token_ids"]
 for item in result["mm_placeholders"]["image"]:
     embeds = item.is_embed.tolist() if item.is_embed is not None else None
+    first, last = prompt_ids[item.offset], prompt_ids[item.offset + item.length - 1]
     print(f"   backend range: offset {item.offset}, length {item.length}, embeds "
-          f"{'all' if embeds is None else sum(embeds)}; tokens "
-          f"{processor.tokenizer.convert_ids_to_tokens(result['prompt_token_ids'][item.offset])!r}"
-          f" .. {processor.tokenizer.convert_ids_to_tokens(result['prompt_token_ids'][item.offset + item.length - 1])!r}")
+          f"{'all' if embeds is None else sum(embeds)}; tokens {token(first)!r} .. {token(last)!r}")
 print("   MuseSparkAudioConfig input-length fields:",
       {n: getattr(config.audio_config, n, None)
        for n in ("max_source_positions", "max_position_embeddings", "max_pos_emb")})
@@ -74,6 +76,7 @@ except Exception as error:  # the engine wraps the worker's error; its cause is 
     cause = error
     while cause.__cause__ is not None:
         cause = cause.__cause__
-    print(f"3. the backend's engine fails: {type(cause).__name__}: {str(cause).splitlines()[0][:300]}")
+    first_line = str(cause).splitlines()[0][:300]
+    print(f"3. the backend's engine fails: {type(cause).__name__}: {first_line}")
     failed = True
 sys.exit(1 if failed else 0)
