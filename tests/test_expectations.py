@@ -648,6 +648,19 @@ def test_evidence_for_one_fixture_claims_no_cell_of_another():
     assert finding.applies("aya_vision", "processing", "5.12.1")
 
 
+def test_evidence_for_any_check_of_one_fixture_is_looked_up_for_that_fixture():
+    """`*@fixture`: every check of that fixture claimed, and its evidence shows there alone (a
+    key the loader accepted once claimed the cells but was never looked up)."""
+    finding = expectations.Finding(
+        "f", "t", "r", fixtures=("qwen2_vl", "qwen2_5_vl"),
+        evidence={"*@qwen2_vl": ("the cause: token 7",), "model": ("other cause",)})
+    assert finding.applies("qwen2_vl", "generate", "5.17.0")
+    assert finding.part_shown("generate", "x: the cause: token 7", "qwen2_vl") == \
+        "the cause: token 7"
+    assert finding.part_shown("generate", "x: the cause: token 7", "qwen2_5_vl") is None
+    assert not finding.applies("qwen2_5_vl", "generate", "5.17.0")
+
+
 def test_an_option_bound_to_one_fixture_binds_that_fixture_alone():
     # a finding of several fixtures, each showing it under its own option
     finding = expectations.Finding(

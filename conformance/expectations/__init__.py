@@ -112,8 +112,9 @@ class Finding:
     def part_shown(self, check: str, observed: str, fixture: str | None = None) -> str | None:
         """The evidence string of it that `observed` shows, as `shown_by` decides (None:
         it does not show the finding)."""
-        scoped = (tuple(e for name in _names(fixture)
-                        for e in self.evidence.get(f"{check}@{name}", ())) if fixture else ())
+        # "check@fixture" and "*@fixture" (any check of that fixture), as `checks_of` claims them
+        scoped = (tuple(e for name in _names(fixture) for key in (check, ANY)
+                        for e in self.evidence.get(f"{key}@{name}", ())) if fixture else ())
         shown = self.evidence.get(check, ()) + self.evidence.get(ANY, ()) + scoped
         part = next((text for text in shown if text in observed), None)
         if part is None:
