@@ -545,10 +545,7 @@ def test_the_findings_document_says_why_an_axis_is_open():
 PROBES = {"reports/confirm/video_probe.py": "a probe of 0.32.0's video support: it found "
           "video-embed-token-tie, which video_embed_token_tie.py confirms",
           "reports/confirm/aya_vision_token_counts.py": "transformers 5.25.0's Aya Vision token "
-          "counts: 5.25.0 is not in the default matrix yet",
-          "reports/confirm/granite_docling_backend.py": "issue #52's attempt at granite_docling, "
-          "whose recipe is unregistered (the HF reference cannot cut its prompts): its "
-          "disagreements await findings once it registers"}
+          "counts: 5.25.0 is not in the default matrix yet"}
 
 
 def _finding(**extra) -> expectations.Finding:

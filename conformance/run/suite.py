@@ -114,8 +114,10 @@ class Search:
             data["exercised"] = sorted(self.exercised & set(claims))
         return data
 
-    def shortfall(self, floor: int, claims: tuple[str, ...]) -> str | None:
-        """Why this search cannot stand for a pass, or None."""
+    def shortfall(self, floor: int, claims: tuple[str, ...],
+                  caught: Counter | None = None) -> str | None:
+        """Why this search cannot stand for a pass, or None (`caught`: the oracles' failures
+        the check itself caught, by reason: why a sub-property may never have run)."""
         missing = sorted(set(claims) - self.exercised)
         short = {name: n for name, n in self.compared_by_pass.items() if n < floor}
         if short:  # each search (default options, option sets) must compare its floor
@@ -128,7 +130,12 @@ class Search:
                        f"{count} of them: {reason}"
             return why
         if missing:
-            return f"inconclusive: sub-properties never exercised: {', '.join(missing)}"
+            why = f"inconclusive: sub-properties never exercised: {', '.join(missing)}"
+            if caught:
+                reason, count = caught.most_common(1)[0]
+                why += f"; an oracle could not process {sum(caught.values())} case(s), " \
+                       f"{count} of them: {reason}"
+            return why
         # a modality the search draws but never compared (every such case rejected) is untested
         if unseen := [m for m in self.required if not self.compared_by_modality[m]]:
             return f"inconclusive: no {', '.join(unseen)} case compared " \
@@ -258,7 +265,7 @@ def run_suite(key: CellKey, *, fault: Fault | None = None, max_examples: int | N
     for evidence, case, input in found.known.values():
         observed.append(failure_with_case(key, check, subject, fault, case, evidence,
                                           repro_dir, input))
-    if not observed and (shortfall := found.shortfall(floor, claims)):
+    if not observed and (shortfall := found.shortfall(floor, claims, ctx.oracle_failures)):
         # the options of the search that fell short: a finding behind them may explain it
         short = min(found.compared_by_pass, key=found.compared_by_pass.__getitem__)
         options = tuple(sorted(found.options_by_pass.get(short, ()), key=str))

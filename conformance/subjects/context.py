@@ -8,6 +8,7 @@ same generated cases.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,9 @@ class Context:
     subject: Any
     oracles: dict[str, Any]  # "vllm-native" (absent without a native model) and "hf"
     _memo: dict = field(default_factory=dict)
+    # why an oracle could not process a case, by reason (without the case): a suite that never
+    # exercised a sub-property (an oracle rejecting every case) says why
+    oracle_failures: Counter = field(default_factory=Counter)
 
     def subject_output(self, case: Any) -> ProcessedPrompt:
         """The subject's output for `case`, computed once per worker and checkpoint: the
@@ -100,7 +104,9 @@ class Context:
             try:
                 self._memo[key] = self.oracles[name].process(case)
             except Exception as error:
-                raise OracleFailed(f"{name}: {type(error).__name__}: {error}") from error
+                failed = OracleFailed(f"{name}: {type(error).__name__}: {error}")
+                self.oracle_failures[str(failed).split(" on ", 1)[0][:200]] += 1
+                raise failed from error
         return self._memo[key]
 
     def oracle_derived(self, name: str, case: Any, compute: Any) -> Any:
