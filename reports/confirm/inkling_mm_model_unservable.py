@@ -37,8 +37,13 @@ from transformers import InklingForConditionalGeneration
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 def build(out: str) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import (InklingConfig, InklingFeatureExtractor, InklingImageProcessor,
-                              InklingProcessor, PreTrainedTokenizerFast)
+    from transformers import (
+        InklingConfig,
+        InklingFeatureExtractor,
+        InklingImageProcessor,
+        InklingProcessor,
+        PreTrainedTokenizerFast,
+    )
 
     img, aud, ibos, abos = ("<|unused_200054|>", "<|unused_200053|>", "<|content_image|>",
                             "<|content_audio_input|>")
@@ -72,8 +77,9 @@ def build(out: str) -> None:
             if "rel_logits_proj" in name or "sconv" in name:
                 param.normal_(0, 0.5)
     model.save_pretrained(out)
-    InklingProcessor(image_processor=InklingImageProcessor(),
-                     feature_extractor=InklingFeatureExtractor(), tokenizer=tok).save_pretrained(out)
+    processor = InklingProcessor(image_processor=InklingImageProcessor(),
+                                 feature_extractor=InklingFeatureExtractor(), tokenizer=tok)
+    processor.save_pretrained(out)
     print(f"built {out}")
 
 
@@ -109,13 +115,13 @@ with torch.inference_mode():
         layer.self_attn.rel_logits_proj.proj.data.zero_()
     nobias = torch.log_softmax(model(input_ids=x).logits[0, -1].float(), -1)
 hf_top = torch.topk(hf_logprobs, 5)
-print(f"1. HF model: {len(ids)} prompt ids; top-5 at the last position "
-      f"{[(int(t), round(float(v), 4)) for v, t in zip(hf_top.values, hf_top.indices)]}; greedy "
+hf_ranked = [(int(t), round(float(v), 4))
+             for v, t in zip(hf_top.values, hf_top.indices, strict=True)]
+print(f"1. HF model: {len(ids)} prompt ids; top-5 at the last position {hf_ranked}; greedy "
       f"{hf_gen}")
 del model
 
 from vllm.config import ModelConfig  # noqa: E402
-
 from vllm.transformers_utils.config import get_config  # noqa: E402
 
 hf_config = get_config(path, trust_remote_code=False)
@@ -141,7 +147,8 @@ try:
     gap_nobias = max(abs(float(nobias[t]) - v) for t, v in top.items())
     gen = list(result.outputs[0].token_ids)
     same = gap < 1e-3 and gen == hf_gen
-    print(f"3. engine: served; top-5 {[(t, round(v, 4)) for t, v in sorted(top.items(), key=lambda kv: -kv[1])]}; "
+    ranked = [(t, round(v, 4)) for t, v in sorted(top.items(), key=lambda kv: -kv[1])]
+    print(f"3. engine: served; top-5 {ranked}; "
           f"largest difference from the HF model's logprobs {gap:.3e} (from the HF model with "
           f"its relative bias zeroed: {gap_nobias:.3e}); greedy {gen} (HF {hf_gen})")
 except Exception as error:  # noqa: BLE001 - what it raises is the reading

@@ -59,7 +59,8 @@ def one_line(error: BaseException) -> str:
     where = ""
     if frames:
         last = frames[-1]
-        where = f" (at {'/'.join(last.filename.split('/')[-3:])}:{last.lineno} {last.name}: {last.line})"
+        file = '/'.join(last.filename.split('/')[-3:])
+        where = f" (at {file}:{last.lineno} {last.name}: {last.line})"
     return f"{type(error).__name__}: {str(error).splitlines()[0][:300]}{where}"
 
 
@@ -70,7 +71,8 @@ def generate_one(path: str, which: str, side: str) -> None:
     image, wave = media()
     if side == "hf":
         processor = transformers.AutoProcessor.from_pretrained(path)
-        model = transformers.Qwen3OmniMoeThinkerForConditionalGeneration.from_pretrained(path).eval()
+        thinker = transformers.Qwen3OmniMoeThinkerForConditionalGeneration
+        model = thinker.from_pretrained(path).eval()
         kwargs = {}
         if counts.get("image"):
             kwargs["images"] = [image]
@@ -113,7 +115,8 @@ def main(path: str) -> None:
           MODEL_MAPPING_NAMES.get("qwen3_omni_moe_thinker"),
           "| _get_num_multimodal_tokens:", hasattr(processor, "_get_num_multimodal_tokens"),
           "| defines replace_image_token / replace_audio_token:",
-          [name in vars(type(processor)) for name in ("replace_image_token", "replace_audio_token")])
+          [name in vars(type(processor))
+           for name in ("replace_image_token", "replace_audio_token")])
     try:
         transformers.AutoModel.from_config(transformers.AutoConfig.from_pretrained(path))
         print("   AutoModel.from_config builds")
@@ -147,8 +150,11 @@ def main(path: str) -> None:
     # 3. audio padding: an item alone and beside a longer audio
     hf = processor(text=HEAD + AUDIO + AUDIO + TAIL, audio=[wave, long_wave], return_tensors="pt")
     alone = processor(text=HEAD + AUDIO + TAIL, audio=[wave], return_tensors="pt")
-    print(f"3. HF processor (audio_kwargs padding default {processor._defaults['audio_kwargs'].get('padding') if hasattr(processor, '_defaults') else '?'}):"
-          f" 1600 samples alone: feature_attention_mask {list(alone['feature_attention_mask'].shape)}"
+    padding = (processor._defaults['audio_kwargs'].get('padding')
+               if hasattr(processor, '_defaults') else '?')
+    print(f"3. HF processor (audio_kwargs padding default {padding}):"
+          f" 1600 samples alone: feature_attention_mask"
+          f" {list(alone['feature_attention_mask'].shape)}"
           f" input_features {list(alone['input_features'].shape)};"
           f" beside 1760 samples: feature_attention_mask {list(hf['feature_attention_mask'].shape)}"
           f" input_features {list(hf['input_features'].shape)}")

@@ -1,4 +1,6 @@
-"""Does vLLM's Transformers backend load an Unlimited-OCR checkpoint's lm_head? (vLLM and transformers only)
+"""Does vLLM's Transformers backend load an Unlimited-OCR checkpoint's lm_head?
+
+(vLLM and transformers only)
 
     python unlimited_ocr_unservable.py CHECKPOINT
 
@@ -43,17 +45,19 @@ with safe_open(os.path.join(path, "model.safetensors"), "pt") as f:
     keys = set(f.keys())
     ckpt_head = f.get_tensor("lm_head.weight").float() if "lm_head.weight" in keys else None
 config = AutoConfig.from_pretrained(path)
-print(f"1. checkpoint: lm_head.weight {'present ' + str(tuple(ckpt_head.shape)) if ckpt_head is not None else 'absent'}; "
+present = 'present ' + str(tuple(ckpt_head.shape)) if ckpt_head is not None else 'absent'
+ignored = UnlimitedOcrModel._keys_to_ignore_on_load_unexpected
+print(f"1. checkpoint: lm_head.weight {present}; "
       f"tie_word_embeddings {config.tie_word_embeddings} (text_config "
-      f"{config.text_config.tie_word_embeddings}); UnlimitedOcrModel._keys_to_ignore_on_load_unexpected "
-      f"{UnlimitedOcrModel._keys_to_ignore_on_load_unexpected}")
+      f"{config.text_config.tie_word_embeddings}); "
+      f"UnlimitedOcrModel._keys_to_ignore_on_load_unexpected {ignored}")
 model = UnlimitedOcrForConditionalGeneration.from_pretrained(path, dtype=torch.float32).eval()
 with torch.inference_mode():
     hf = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, -1].float(), -1)
 hf_gap = float((model.lm_head.weight.float() - ckpt_head).abs().max())
 top = torch.topk(hf, 5)
 print(f"1. HF model: lm_head vs the checkpoint's: largest difference {hf_gap:.3e}; top-5 "
-      f"{[(int(t), round(float(v), 4)) for v, t in zip(top.values, top.indices)]}")
+      f"{[(int(t), round(float(v), 4)) for v, t in zip(top.values, top.indices, strict=True)]}")
 del model
 
 try:
@@ -80,6 +84,7 @@ result = llm.generate({"prompt_token_ids": ids},
                       use_tqdm=False)[0]
 got = {int(t): round(float(v.logprob), 4) for t, v in result.outputs[0].logprobs[0].items()}
 print(f"3. engine: lm_head {tuple(head.shape)}: {int(torch.isnan(head).sum())} NaN of "
-      f"{head.numel()}, largest difference from the checkpoint's {float(diff.nan_to_num(float('inf')).max()):.3e}; "
+      f"{head.numel()}, largest difference from the checkpoint's "
+      f"{float(diff.nan_to_num(float('inf')).max()):.3e}; "
       f"top-5 {got}")
 sys.exit(0 if torch.equal(head[:rows], ckpt_head[:rows]) else 1)

@@ -54,7 +54,8 @@ def one_line(error: BaseException) -> str:
     while error.__cause__ is not None:
         error = error.__cause__
     frames = traceback.extract_tb(error.__traceback__)
-    where = f" (at {'/'.join(frames[-1].filename.split('/')[-3:])}:{frames[-1].lineno})" if frames else ""
+    file = '/'.join(frames[-1].filename.split('/')[-3:]) if frames else ""
+    where = f" (at {file}:{frames[-1].lineno})" if frames else ""
     return f"{type(error).__name__}: {str(error).splitlines()[0][:400]}{where}"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ class Context:
     subject: Party = field(default_factory=Party)
     oracles: dict = field(default_factory=dict)
     video: bool = False
+    oracle_failures: Counter = field(default_factory=Counter)  # as the real Context counts them
 
 
 FAILING: list[Case] = []  # cases the stand-in check finds a (new) difference in

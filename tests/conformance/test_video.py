@@ -25,8 +25,8 @@ from fixtures.registry import available_recipes, get_recipe
 
 # GLM-4V takes video too, not drawn yet (fixtures/recipes/glm4v.py says why)
 VIDEO_FIXTURES = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "llava_onevision",
-                  "llava_next_video", "video_llava"}  # takes video; the backend counts none of it
-# (llava_next_video, video_llava: their recipes)
+                  "llava_next_video", "video_llava", "cosmos3_omni"}  # takes video; the backend
+# counts none of it (llava_next_video, video_llava: their recipes; cosmos3_omni: Qwen3-VL's)
 
 
 def test_a_video_is_its_frames_made_from_the_seed():
