@@ -54,6 +54,14 @@ def test_every_candidate_has_a_fixture_or_an_entry_and_no_entry_is_stale():
     assert not gaps["stale"], f"entries coverage.toml should drop: {gaps['stale']}"
 
 
+def test_no_candidate_of_the_default_versions_is_left_planned():
+    """Every candidate was tried for real: a fixture, or an `unservable` reason measured by an
+    attempt. `planned` (tried by nobody) is not an answer a contributor can act on."""
+    planned = sorted(catalogue.load().planned)
+    assert not planned, (f"planned in coverage.toml, never tried: {planned}; give each a fixture "
+                         "(fixtures/recipes/) or an [[unservable]] entry from a real attempt")
+
+
 def test_a_new_candidate_or_a_stale_entry_is_named():
     probes = [{"transformers": "5.17.0", "candidates": [
         candidate("llava", "LlavaForX"), candidate("newcomer", "NewForX")]}]
