@@ -32,7 +32,7 @@ from conformance.results import repro
 from conformance.results.judge import Failure, judge, known
 from conformance.results.verdict import CellKey, Verdict
 from conformance.run.logs import as_error
-from conformance.subjects.context import OracleFailed, make_context
+from conformance.subjects.context import OracleFailed, make_context, oracle_reason
 from conformance.subjects.faults import Fault
 from conformance.subjects.isolation import processor_defaults_restored
 from fixtures.recipe import Recipe
@@ -141,11 +141,6 @@ class Search:
             return f"inconclusive: no {', '.join(unseen)} case compared " \
                    f"({self.generated} generated in all)"
         return None
-
-
-def oracle_reason(error: BaseException) -> str:
-    """An oracle failure without its case, so equal causes count together."""
-    return str(error).split(" on ", 1)[0][:200]
 
 
 def exception_text(error: BaseException) -> str:

@@ -37,6 +37,11 @@ class OracleFailed(RuntimeError):
     """An oracle could not process a valid case: the case says nothing about the subject."""
 
 
+def oracle_reason(error: BaseException) -> str:
+    """An oracle failure without its case, so equal causes count together."""
+    return str(error).split(" on ", 1)[0][:200]
+
+
 def in_form(party: Any, case: Any, form: str | None = None, *, fresh: bool = True,
             **kwargs: Any) -> ProcessedPrompt:
     """`case` processed by `party` with the case's processor options in `form` (default: the
@@ -105,7 +110,7 @@ class Context:
                 self._memo[key] = self.oracles[name].process(case)
             except Exception as error:
                 failed = OracleFailed(f"{name}: {type(error).__name__}: {error}")
-                self.oracle_failures[str(failed).split(" on ", 1)[0][:200]] += 1
+                self.oracle_failures[oracle_reason(failed)] += 1
                 raise failed from error
         return self._memo[key]
 
