@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Confirms gemma4's findings with vLLM and transformers only, on a Gemma4 checkpoint with an
-image and an audio tower (the fixture built by fixtures/, or google/gemma-4-E2B-it):
+image and an audio tower (the fixture built by fixtures/, or google/gemma-4-E2B-it), or on a
+Gemma 4 Unified one (no towers: patches and waveform frames projected straight into the text
+model; the gemma4_unified fixture, mirroring google/gemma-4-12B-it), where the same readings
+meet Gemma4UnifiedProcessor and Gemma4UnifiedConfig (its output:
+reports/confirm/gemma4_unified_backend.txt):
 
 1. gemma4-native-chat-template-no-bos: one prompt holding an image and an audio placeholder,
    processed by native vLLM's Gemma4 processor and by the Transformers backend's. Native vLLM
